@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs every Debian package tern needs to build, test and run its demo.
+# Idempotent: when everything is present it installs nothing and touches no
+# package list. Run as root (or with sudo) on Debian 12 (bookworm).
+set -euo pipefail
+
+packages=(
+  # Build: Bazel 4.2.3 and the rules it loads offline.
+  bazel-bootstrap bazel-platforms bazel-skylib
+  g++ clang-14 libclang-rt-14-dev
+  # Libraries tern links against.
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  libabsl-dev libspdlog-dev libfmt-dev libtorch-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Data for the demo and the training tests.
+  dataset-fashion-mnist
+  # Tools the scripts and tests call.
+  python3 iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "install-deps: missing packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

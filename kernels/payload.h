@@ -1,0 +1,52 @@
+// A payload as the kernels see it: the plain-C++ twin of tern.v1.Payload
+// (proto/tern/v1/payload.proto documents every layout). The enum values are
+// the proto's, so the roles convert between the two with a cast after
+// checking the range (server/, worker/ and global/ do that; kernels never
+// see protobuf).
+#ifndef TERN_KERNELS_PAYLOAD_H_
+#define TERN_KERNELS_PAYLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tern::kernels {
+
+enum class CodecId : uint32_t {
+  kUnspecified = 0,
+  kFp32 = 1,
+  kFp16 = 2,
+  kTernGrad = 3,
+  kOneBit = 4,
+  kThreshold = 5,
+  kAdaptive = 6,
+  kDropping = 7,
+  kQsgd = 8,
+  kInt8 = 9,
+};
+
+enum class Layout : uint32_t {
+  kUnspecified = 0,
+  kRaw = 1,
+  kTernary2Bit = 2,
+  kTernaryBase3 = 3,
+  kSumBits = 4,
+  kSumRadix = 5,
+};
+
+// The format version every layout is written with today.
+inline constexpr uint32_t kFormatVersion = 1;
+
+struct Payload {
+  CodecId codec = CodecId::kUnspecified;
+  Layout layout = Layout::kUnspecified;
+  uint32_t format_version = kFormatVersion;
+  uint64_t num_elements = 0;
+  uint32_t num_summands = 1;
+  std::vector<float> scalers;
+  std::string data;
+};
+
+}  // namespace tern::kernels
+
+#endif  // TERN_KERNELS_PAYLOAD_H_
