@@ -1,0 +1,82 @@
+#include "common/partitioner.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace tern {
+
+absl::StatusOr<Partition> Partition::Create(
+    absl::Span<const uint64_t> tensor_elements, uint64_t partition_bytes,
+    uint32_t num_shards) {
+  if (partition_bytes < sizeof(float)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "partition_bytes must be at least 4 (one float), got ", partition_bytes));
+  }
+  if (num_shards == 0) {
+    return absl::InvalidArgumentError("num_shards must be at least 1");
+  }
+  const uint64_t max_elements = partition_bytes / sizeof(float);
+
+  Partition partition;
+  partition.num_shards_ = num_shards;
+  uint64_t flat_offset = 0;
+  for (uint32_t t = 0; t < tensor_elements.size(); ++t) {
+    const uint64_t n = tensor_elements[t];
+    const uint64_t k = std::max<uint64_t>(1, (n + max_elements - 1) / max_elements);
+    if (partition.chunks_.size() + k > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model has more than 2^32 - 1 chunks; raise partition_bytes (",
+          partition_bytes, ")"));
+    }
+    uint64_t offset = 0;
+    for (uint64_t c = 0; c < k; ++c) {
+      Chunk chunk;
+      chunk.key = static_cast<uint32_t>(partition.chunks_.size());
+      chunk.tensor = t;
+      chunk.offset = offset;
+      chunk.num_elements = n / k + (c < n % k ? 1 : 0);
+      chunk.flat_offset = flat_offset + offset;
+      offset += chunk.num_elements;
+      partition.chunks_.push_back(chunk);
+    }
+    flat_offset += n;
+  }
+  partition.total_elements_ = flat_offset;
+
+  // Largest first to the least-loaded shard: the classic LPT rule keeps the
+  // shards within one chunk of each other in size.
+  std::vector<uint32_t> order(partition.chunks_.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return partition.chunks_[a].num_elements > partition.chunks_[b].num_elements;
+  });
+  std::vector<uint64_t> load(num_shards, 0);
+  for (uint32_t key : order) {
+    const uint32_t shard = static_cast<uint32_t>(
+        std::min_element(load.begin(), load.end()) - load.begin());
+    partition.chunks_[key].shard = shard;
+    load[shard] += partition.chunks_[key].num_elements;
+  }
+  return partition;
+}
+
+std::vector<uint32_t> Partition::ChunksOfShard(uint32_t shard) const {
+  std::vector<uint32_t> keys;
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.shard == shard) keys.push_back(chunk.key);
+  }
+  return keys;
+}
+
+uint64_t Partition::ShardElements(uint32_t shard) const {
+  uint64_t total = 0;
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.shard == shard) total += chunk.num_elements;
+  }
+  return total;
+}
+
+}  // namespace tern

@@ -1,0 +1,111 @@
+#include "common/partitioner.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tern {
+namespace {
+
+// LeNet of the TernGrad paper: conv 5x5x32, conv 5x5x64, fc 1024, fc 10.
+const std::vector<uint64_t> kLeNet = {800,    32,   51200, 64,
+                                      3211264, 1024, 10240, 10};
+
+TEST(PartitionerTest, TensorsBelowTheBoundAreOneChunkEach) {
+  auto partition = Partition::Create(kLeNet, 16 << 20, 2);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  ASSERT_EQ(partition->chunks().size(), kLeNet.size());
+  for (uint32_t t = 0; t < kLeNet.size(); ++t) {
+    EXPECT_EQ(partition->chunks()[t].key, t);
+    EXPECT_EQ(partition->chunks()[t].tensor, t);
+    EXPECT_EQ(partition->chunks()[t].num_elements, kLeNet[t]);
+  }
+}
+
+TEST(PartitionerTest, LeNetFc1IsCutAtTheDefaultBound) {
+  // fc1 has 3136 x 1024 floats = 12.25 MiB: four chunks under 4 MiB.
+  auto partition = Partition::Create(kLeNet, kDefaultPartitionBytes, 2);
+  ASSERT_TRUE(partition.ok());
+  EXPECT_EQ(partition->chunks().size(), kLeNet.size() + 3);
+  EXPECT_EQ(partition->chunks()[4].num_elements, 3211264u / 4);
+}
+
+TEST(PartitionerTest, LargeTensorIsCutIntoBalancedChunks) {
+  // 10 elements at 3 per chunk: 4 chunks of 3, 3, 2, 2.
+  auto partition = Partition::Create({10}, 3 * sizeof(float), 1);
+  ASSERT_TRUE(partition.ok());
+  std::vector<uint64_t> sizes;
+  for (const Chunk& c : partition->chunks()) sizes.push_back(c.num_elements);
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(partition->chunks()[2].offset, 6u);
+}
+
+TEST(PartitionerTest, ChunksTileEveryTensorExactly) {
+  for (uint64_t bytes : {4ull, 12ull, 4096ull, 1ull << 20}) {
+    auto partition = Partition::Create(kLeNet, bytes, 3);
+    ASSERT_TRUE(partition.ok());
+    uint64_t flat = 0;
+    uint32_t tensor = 0;
+    uint64_t offset = 0;
+    for (const Chunk& c : partition->chunks()) {
+      if (c.tensor != tensor) {
+        EXPECT_EQ(offset, kLeNet[tensor]) << "tensor " << tensor;
+        tensor = c.tensor;
+        offset = 0;
+      }
+      EXPECT_EQ(c.offset, offset);
+      EXPECT_EQ(c.flat_offset, flat);
+      EXPECT_LE(c.num_elements, bytes / 4);
+      offset += c.num_elements;
+      flat += c.num_elements;
+    }
+    EXPECT_EQ(flat, partition->total_elements());
+  }
+}
+
+TEST(PartitionerTest, ShardsAreBalancedAndDeterministic) {
+  auto a = Partition::Create(kLeNet, 64 << 10, 4);
+  auto b = Partition::Create(kLeNet, 64 << 10, 4);
+  ASSERT_TRUE(a.ok() && b.ok());
+  uint64_t largest_chunk = 0;
+  for (size_t i = 0; i < a->chunks().size(); ++i) {
+    EXPECT_EQ(a->chunks()[i].shard, b->chunks()[i].shard);
+    largest_chunk = std::max(largest_chunk, a->chunks()[i].num_elements);
+  }
+  uint64_t lo = UINT64_MAX, hi = 0, total = 0;
+  for (uint32_t s = 0; s < 4; ++s) {
+    const uint64_t n = a->ShardElements(s);
+    lo = std::min(lo, n);
+    hi = std::max(hi, n);
+    total += n;
+    for (uint32_t key : a->ChunksOfShard(s)) EXPECT_EQ(a->chunks()[key].shard, s);
+  }
+  EXPECT_EQ(total, a->total_elements());
+  // LPT keeps shards within one chunk of each other.
+  EXPECT_LE(hi - lo, largest_chunk);
+}
+
+TEST(PartitionerTest, LargestChunkGoesToShardZeroFirst) {
+  auto partition = Partition::Create({5, 100, 7}, kDefaultPartitionBytes, 2);
+  ASSERT_TRUE(partition.ok());
+  EXPECT_EQ(partition->chunks()[1].shard, 0u);  // 100 elements
+  EXPECT_EQ(partition->chunks()[2].shard, 1u);  // 7
+  EXPECT_EQ(partition->chunks()[0].shard, 1u);  // 5 joins the lighter shard
+}
+
+TEST(PartitionerTest, EmptyTensorStillHasOneChunk) {
+  auto partition = Partition::Create({0, 3}, 8, 1);
+  ASSERT_TRUE(partition.ok());
+  ASSERT_EQ(partition->chunks().size(), 3u);
+  EXPECT_EQ(partition->chunks()[0].num_elements, 0u);
+}
+
+TEST(PartitionerTest, RejectsBadArguments) {
+  EXPECT_EQ(Partition::Create(kLeNet, 3, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Partition::Create(kLeNet, 1024, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tern
