@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The project's entry points for people and CI. Each command installs what
+# is missing first (deploy/install-deps.sh: Debian packages, as root).
+#
+#   ./dev.sh test          build everything and run every test
+#   ./dev.sh test asan     the same under a sanitizer (asan, ubsan or tsan)
+#   ./dev.sh build         build the default (CUDA-free) configuration
+#   ./dev.sh bench         codec throughput, with ratios to memcpy
+set -euo pipefail
+cd "$(dirname "$0")"
+
+usage() {
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+install_deps() {
+  ./deploy/install-deps.sh
+}
+
+# CI machines have 2 cores and no terminal: plain progress lines.
+bazel_flags=()
+if [[ ! -t 1 ]]; then
+  bazel_flags+=(--curses=no --color=no --show_progress_rate_limit=30)
+fi
+
+cmd=${1:-}
+case "$cmd" in
+  test)
+    install_deps
+    config=()
+    if [[ -n "${2:-}" ]]; then
+      case "$2" in
+        asan|ubsan|tsan) config=(--config="$2") ;;
+        *) echo "dev.sh: unknown sanitizer '$2' (expected asan, ubsan or tsan)" >&2; exit 2 ;;
+      esac
+    fi
+    bazel test "${bazel_flags[@]}" "${config[@]}" //...
+    ;;
+  build)
+    install_deps
+    bazel build "${bazel_flags[@]}" //...
+    ;;
+  bench)
+    install_deps
+    bazel run "${bazel_flags[@]}" //kernels:codec_bench -- "${@:2}"
+    ;;
+  -h|--help|help)
+    usage
+    ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac
