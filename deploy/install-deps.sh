@@ -10,7 +10,7 @@ packages=(
   g++ clang-14 libclang-rt-14-dev
   # Libraries tern links against.
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
-  libabsl-dev libspdlog-dev libfmt-dev libtorch-dev
+  libabsl-dev libspdlog-dev libfmt-dev libtorch-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Data for the demo and the training tests.
   dataset-fashion-mnist

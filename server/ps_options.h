@@ -1,0 +1,28 @@
+// Everything `tern ps` is configured with. tern/main.cc fills it from flags,
+// environment variables (TERN_<FLAG>) and the cluster spec.
+#ifndef TERN_SERVER_PS_OPTIONS_H_
+#define TERN_SERVER_PS_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace tern::server {
+
+struct PsOptions {
+  // host:port to listen on; port 0 picks a free port (see port_file).
+  std::string listen = "127.0.0.1:50051";
+  // When set, the bound port is written there once the server serves.
+  std::string port_file;
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  uint32_t num_workers = 1;
+  // How long a barrier (scaler sharing, push-pull) waits for the last worker.
+  double barrier_timeout_s = 60;
+  // How long the shard waits for all workers to join before giving up.
+  double join_timeout_s = 300;
+  std::string log_level = "info";
+};
+
+}  // namespace tern::server
+
+#endif  // TERN_SERVER_PS_OPTIONS_H_

@@ -1,0 +1,59 @@
+// Everything `tern worker` is configured with. tern/main.cc fills it from
+// flags, environment variables (TERN_<FLAG>) and the cluster spec; the flag
+// names are the field names.
+#ifndef TERN_WORKER_WORKER_OPTIONS_H_
+#define TERN_WORKER_WORKER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tern::worker {
+
+struct WorkerOptions {
+  // --- cluster ---
+  uint32_t worker_id = 0;
+  uint32_t num_workers = 1;
+  // Shard addresses (host:port) in shard-index order.
+  std::vector<std::string> ps;
+  std::string run_id = "tern";
+  uint64_t seed = 1;
+  double rpc_timeout_s = 60;   // deadline of every RPC
+  double join_timeout_s = 300; // how long to keep trying to reach the shards
+
+  // --- model and data ---
+  std::string model = "lenet";           // lenet | mlp | cifarnet
+  std::string dataset = "fashion-mnist"; // fashion-mnist | mnist | cifar10 | synthetic
+  std::string data_dir;                  // default per dataset
+  uint32_t batch_size = 64;              // per worker
+  uint64_t steps = 1000;
+  uint32_t threads = 1;                  // libtorch intra-op threads
+
+  // --- optimizer ---
+  std::string optimizer = "momentum";    // sgd | momentum | adam
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 0.0005;
+  std::string lr_schedule = "constant";  // constant | poly | step
+  uint64_t lr_step_every = 1000;         // step schedule: every N steps
+  double lr_gamma = 0.1;                 // step schedule: multiply by
+
+  // --- communication ---
+  std::string codec = "terngrad";        // terngrad | fp32 | fp16
+  std::string packing = "2bit";          // terngrad push: 2bit | base3
+  std::string sum_packing = "bits";      // terngrad pull: bits | radix
+  double clip = 2.5;                     // c of c*sigma; 0 = no clipping
+  std::vector<std::string> fp32_tensors; // tensor names kept in fp32
+  uint64_t min_compress_elems = 0;       // smaller tensors stay in fp32
+  uint64_t partition_bytes = 4ull << 20;
+
+  // --- checks and output ---
+  uint64_t check_every = 100;            // parameter checksum every N steps
+  uint64_t eval_every = 200;             // test-set evaluation every N steps
+  std::string metrics_out;               // JSONL file, one record per step
+  std::string log_level = "info";
+};
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_WORKER_OPTIONS_H_
