@@ -39,7 +39,7 @@ def tern_cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], **kwargs
         )
     native.genrule(
         name = name + "_nvcc",
-        srcs = srcs + cuda_hdrs,
+        srcs = srcs + cuda_hdrs + hdrs,
         outs = [archive],
         cmd = " && ".join(cmds) + " && ar rcs $@ " +
               " ".join(["$(@D)/" + o.split("/")[-1] for o in objs]),
