@@ -32,13 +32,21 @@ struct EncodeContext {
 };
 
 // The server-side reduction of the N pushes of one chunk in one step.
+//
+// The result depends only on the set of pushes, never on their arrival
+// order: integer sums are exact, and float codecs add the pushes in worker
+// order. That keeps a step's pull bytes reproducible across runs and
+// retries (DESIGN sections 2 and 7).
 class Aggregation {
  public:
   virtual ~Aggregation() = default;
-  // Adds one worker's push. Validates the payload first: on error nothing
-  // is added and the aggregation stays usable.
-  virtual absl::Status Add(const Payload& push) = 0;
-  // The payload every worker pulls once all pushes were added.
+  // Adds the push of worker `worker` (in [0, num_workers)). Validates the
+  // payload first: on error nothing is added and the aggregation stays
+  // usable. A second push from the same worker is ALREADY_EXISTS and changes
+  // nothing (the server answers retries from its own record).
+  virtual absl::Status Add(uint32_t worker, const Payload& push) = 0;
+  // The payload every worker pulls, once all num_workers pushes were added
+  // (FAILED_PRECONDITION before). Calling it again returns the same payload.
   virtual absl::StatusOr<Payload> Finish() = 0;
 };
 

@@ -37,6 +37,53 @@ enum class Layout : uint32_t {
 // The format version every layout is written with today.
 inline constexpr uint32_t kFormatVersion = 1;
 
+// The codec's name on the command line and in messages ("terngrad"), or
+// "unknown" for a value outside the enum (e.g. from a newer peer).
+constexpr const char* CodecName(CodecId id) {
+  switch (id) {
+    case CodecId::kUnspecified:
+      return "unspecified";
+    case CodecId::kFp32:
+      return "fp32";
+    case CodecId::kFp16:
+      return "fp16";
+    case CodecId::kTernGrad:
+      return "terngrad";
+    case CodecId::kOneBit:
+      return "onebit";
+    case CodecId::kThreshold:
+      return "threshold";
+    case CodecId::kAdaptive:
+      return "adaptive";
+    case CodecId::kDropping:
+      return "dropping";
+    case CodecId::kQsgd:
+      return "qsgd";
+    case CodecId::kInt8:
+      return "int8";
+  }
+  return "unknown";
+}
+
+// The layout's proto name without its prefix ("TERNARY_2BIT"), for messages.
+constexpr const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kUnspecified:
+      return "UNSPECIFIED";
+    case Layout::kRaw:
+      return "RAW";
+    case Layout::kTernary2Bit:
+      return "TERNARY_2BIT";
+    case Layout::kTernaryBase3:
+      return "TERNARY_BASE3";
+    case Layout::kSumBits:
+      return "SUM_BITS";
+    case Layout::kSumRadix:
+      return "SUM_RADIX";
+  }
+  return "UNKNOWN";
+}
+
 struct Payload {
   CodecId codec = CodecId::kUnspecified;
   Layout layout = Layout::kUnspecified;

@@ -16,10 +16,16 @@ struct PsOptions {
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;
-  // How long a barrier (scaler sharing, push-pull) waits for the last worker.
-  double barrier_timeout_s = 60;
+  // How long a barrier (join, scaler sharing, push-pull) waits for the last
+  // worker. Below the workers' default --rpc_timeout_s (60), so that the
+  // shard's answer, naming the missing workers, arrives before the worker's
+  // own deadline does.
+  double barrier_timeout_s = 50;
   // How long the shard waits for all workers to join before giving up.
   double join_timeout_s = 300;
+  // The largest gRPC message the shard sends or receives, in MiB. Join
+  // refuses a model whose share on this shard would not fit in fp32.
+  uint32_t max_message_mb = 64;
   std::string log_level = "info";
 };
 

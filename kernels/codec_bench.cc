@@ -1,0 +1,400 @@
+// Codec throughput on one core (BENCHMARKS.md, "Kernels"): every stage of
+// every codec, next to a plain memcpy and a read-only float sum over the
+// same fp32 buffer, all measured in this run. Every stage reports the fp32
+// input bytes it stands for per second, so the ratios compare like with
+// like. After the usual Google Benchmark output, a table gives each stage's
+// GB/s and its ratio to memcpy and to the read-only sum, per size.
+//
+//   bazel run -c opt //kernels:codec_bench -- --benchmark_filter=/1048576
+//   taskset -c 0 bazel-bin/kernels/codec_bench   # pin to one core
+//
+// Sizes are 2^10 .. 2^26 elements in steps of x4; each benchmark runs for
+// 0.1 s unless --benchmark_min_time says otherwise.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "benchmark/benchmark.h"
+#include "common/philox.h"
+#include "kernels/codec.h"
+#include "kernels/codec_registry.h"
+#include "kernels/terngrad.h"
+#include "kernels/terngrad_simd.h"
+
+namespace tern::kernels {
+namespace {
+
+// Workers per step for the sums' stages: 4 gives 4-bit SUM_BITS fields and
+// 20 radix-9 digits per word.
+constexpr uint32_t kWorkers = 4;
+
+const RandomStream kStream{.seed = 1, .step = 2, .chunk = 3, .worker = 0};
+
+// A gradient-like buffer, made fast enough for 2^26 elements: a xorshift
+// generator, values spread over [-0.01, 0.01) with the odd outlier that
+// clipping cuts.
+std::vector<float> Gradient(size_t n, uint32_t seed) {
+  std::vector<float> g(n);
+  uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (size_t i = 0; i < n; ++i) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    const float unit =
+        static_cast<float>(state >> 40) * (1.0f / 16777216.0f) - 0.5f;
+    g[i] = (i % 97 == 0 ? 0.5f : 0.02f) * unit;
+  }
+  return g;
+}
+
+void SetFp32Bytes(benchmark::State& state, size_t n, double per_iteration = 1) {
+  state.SetBytesProcessed(static_cast<int64_t>(
+      static_cast<double>(state.iterations()) * per_iteration * n * 4));
+}
+
+std::unique_ptr<Codec> Make(CodecId id, Layout push = Layout::kUnspecified,
+                            Layout pull = Layout::kUnspecified) {
+  CodecOptions options;
+  options.id = id;
+  options.push_layout = push;
+  options.pull_layout = pull;
+  return *MakeCodec(options);
+}
+
+// ---------------------------------------------------------------------------
+// References
+
+void Memcpy(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> in = Gradient(n, 0);
+  std::vector<float> out(n, 0.0f);
+  for (auto _ : state) {
+    std::memcpy(out.data(), in.data(), n * sizeof(float));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+
+void ReadSum(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> in = Gradient(n, 0);
+  for (auto _ : state) {
+    // Independent lanes, so the loop is bound by reading, not by one add
+    // chain.
+    float lanes[16] = {};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      for (int l = 0; l < 16; ++l) lanes[l] += in[i + l];
+    }
+    for (; i < n; ++i) lanes[0] += in[i];
+    float total = 0.0f;
+    for (const float lane : lanes) total += lane;
+    benchmark::DoNotOptimize(total);
+  }
+  SetFp32Bytes(state, n);
+}
+
+// ---------------------------------------------------------------------------
+// TernGrad kernels
+
+void Stats(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> g = Gradient(n, 0);
+  for (auto _ : state) {
+    ChunkStats stats = ComputeStats(g);
+    benchmark::DoNotOptimize(stats);
+  }
+  SetFp32Bytes(state, n);
+}
+
+void QuantizePackStage(benchmark::State& state, Layout layout) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> g = Gradient(n, 0);
+  std::vector<uint8_t> out(PackedTernaryBytes(n, layout), 0);
+  for (auto _ : state) {
+    QuantizePack(g, 0.01f, kStream, layout, absl::MakeSpan(out));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+
+#if TERN_KERNELS_X86
+// One SIMD variant alone, to show what each instruction set buys.
+using TwoBitKernel = size_t (*)(const float*, size_t, uint32_t, float,
+                                const RandomStream&, uint8_t*);
+
+void TwoBitVariant(benchmark::State& state, TwoBitKernel kernel,
+                   bool supported) {
+  if (!supported) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> g = Gradient(n, 0);
+  std::vector<uint8_t> out(n / 4 + 1, 0);
+  for (auto _ : state) {
+    const size_t done = kernel(g.data(), n, 0, 0.01f, kStream, out.data());
+    benchmark::DoNotOptimize(done);
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+#endif
+
+// Stats, local scaler, quantize and pack, payload: what a worker runs per
+// chunk without scaler sharing.
+void EncodeStage(benchmark::State& state, CodecId id, Layout push) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> g = Gradient(n, 0);
+  const std::unique_ptr<Codec> codec = Make(id, push);
+  EncodeContext context;
+  context.stream = kStream;
+  for (auto _ : state) {
+    absl::StatusOr<Payload> payload = codec->Encode(g, context);
+    benchmark::DoNotOptimize(payload->data.data());
+  }
+  SetFp32Bytes(state, n);
+}
+
+std::vector<uint8_t> PackedPush(size_t n, Layout layout) {
+  std::vector<uint8_t> packed(PackedTernaryBytes(n, layout));
+  QuantizePack(Gradient(n, 1), 0.01f, kStream, layout, absl::MakeSpan(packed));
+  return packed;
+}
+
+// One worker's push added into the server's int32 sums.
+void Accumulate(benchmark::State& state, Layout layout) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<uint8_t> packed = PackedPush(n, layout);
+  std::vector<int32_t> sums(n, 0);
+  for (auto _ : state) {
+    const absl::Status status =
+        AccumulateTernary(packed, n, layout, absl::MakeSpan(sums));
+    benchmark::DoNotOptimize(status.ok());
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+
+std::vector<int32_t> Sums(size_t n) {
+  std::vector<int32_t> sums(n, 0);
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    std::vector<uint8_t> packed(PackedTernaryBytes(n, Layout::kTernary2Bit));
+    RandomStream stream = kStream;
+    stream.worker = w;
+    QuantizePack(Gradient(n, w), 0.005f, stream, Layout::kTernary2Bit,
+                 absl::MakeSpan(packed));
+    (void)AccumulateTernary(packed, n, Layout::kTernary2Bit,
+                            absl::MakeSpan(sums));
+  }
+  return sums;
+}
+
+void PackSumsStage(benchmark::State& state, Layout layout) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<int32_t> sums = Sums(n);
+  std::vector<uint8_t> out(PackedSumBytes(n, kWorkers, layout), 0);
+  for (auto _ : state) {
+    PackSums(sums, kWorkers, layout, absl::MakeSpan(out));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+
+void DecodeSumsStage(benchmark::State& state, Layout layout) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<uint8_t> packed(PackedSumBytes(n, kWorkers, layout));
+  PackSums(Sums(n), kWorkers, layout, absl::MakeSpan(packed));
+  std::vector<float> out(n, 0.0f);
+  for (auto _ : state) {
+    const absl::Status status =
+        DecodeSums(packed, n, kWorkers, layout, 0.01f, absl::MakeSpan(out));
+    benchmark::DoNotOptimize(status.ok());
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+
+// ---------------------------------------------------------------------------
+// Any codec
+
+void DecodeStage(benchmark::State& state, CodecId id) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::unique_ptr<Codec> codec = Make(id);
+  EncodeContext context;
+  context.stream = kStream;
+  const Payload payload = *codec->Encode(Gradient(n, 0), context);
+  std::vector<float> out(n, 0.0f);
+  for (auto _ : state) {
+    const absl::Status status = codec->Decode(payload, absl::MakeSpan(out));
+    benchmark::DoNotOptimize(status.ok());
+    benchmark::ClobberMemory();
+  }
+  SetFp32Bytes(state, n);
+}
+
+// The server's whole step for one chunk: kWorkers pushes added, the pull
+// made. Bytes count every push.
+void ServerStep(benchmark::State& state, CodecId id) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::unique_ptr<Codec> codec = Make(id);
+  std::vector<Payload> pushes;
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    EncodeContext context;
+    context.stream = kStream;
+    context.stream.worker = w;
+    context.scaler = 0.005f;
+    pushes.push_back(*codec->Encode(Gradient(n, w), context));
+  }
+  for (auto _ : state) {
+    std::unique_ptr<Aggregation> aggregation =
+        codec->NewAggregation(n, kWorkers);
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      benchmark::DoNotOptimize(aggregation->Add(w, pushes[w]).ok());
+    }
+    absl::StatusOr<Payload> pull = aggregation->Finish();
+    benchmark::DoNotOptimize(pull->data.data());
+  }
+  SetFp32Bytes(state, n, kWorkers);
+}
+
+// ---------------------------------------------------------------------------
+// Registration and the ratio table
+
+template <typename Fn>
+void Register(const std::string& name, Fn&& fn) {
+  benchmark::RegisterBenchmark(name.c_str(), std::forward<Fn>(fn))
+      ->RangeMultiplier(4)
+      ->Range(1 << 10, 1 << 26);
+}
+
+void RegisterAll() {
+  Register("memcpy", Memcpy);
+  Register("read_sum", ReadSum);
+
+  Register("terngrad/stats", Stats);
+  Register("terngrad/quantize_pack_2bit", [](benchmark::State& s) {
+    QuantizePackStage(s, Layout::kTernary2Bit);
+  });
+  Register("terngrad/quantize_pack_base3", [](benchmark::State& s) {
+    QuantizePackStage(s, Layout::kTernaryBase3);
+  });
+#if TERN_KERNELS_X86
+  Register("terngrad/quantize_pack_2bit_sse2", [](benchmark::State& s) {
+    TwoBitVariant(s, simd::TwoBitSse2, true);
+  });
+  Register("terngrad/quantize_pack_2bit_avx2", [](benchmark::State& s) {
+    TwoBitVariant(s, simd::TwoBitAvx2, simd::CpuHasAvx2());
+  });
+  Register("terngrad/quantize_pack_2bit_avx512", [](benchmark::State& s) {
+    TwoBitVariant(s, simd::TwoBitAvx512, simd::CpuHasAvx512());
+  });
+#endif
+  Register("terngrad/encode_2bit", [](benchmark::State& s) {
+    EncodeStage(s, CodecId::kTernGrad, Layout::kTernary2Bit);
+  });
+  Register("terngrad/encode_base3", [](benchmark::State& s) {
+    EncodeStage(s, CodecId::kTernGrad, Layout::kTernaryBase3);
+  });
+  Register("terngrad/accumulate_2bit",
+           [](benchmark::State& s) { Accumulate(s, Layout::kTernary2Bit); });
+  Register("terngrad/accumulate_base3",
+           [](benchmark::State& s) { Accumulate(s, Layout::kTernaryBase3); });
+  Register("terngrad/pack_sums_bits",
+           [](benchmark::State& s) { PackSumsStage(s, Layout::kSumBits); });
+  Register("terngrad/pack_sums_radix",
+           [](benchmark::State& s) { PackSumsStage(s, Layout::kSumRadix); });
+  Register("terngrad/decode_sums_bits",
+           [](benchmark::State& s) { DecodeSumsStage(s, Layout::kSumBits); });
+  Register("terngrad/decode_sums_radix",
+           [](benchmark::State& s) { DecodeSumsStage(s, Layout::kSumRadix); });
+  Register("terngrad/server_step",
+           [](benchmark::State& s) { ServerStep(s, CodecId::kTernGrad); });
+
+  for (const CodecId id : {CodecId::kFp32, CodecId::kFp16}) {
+    const std::string name = CodecName(id);
+    Register(name + "/encode", [id](benchmark::State& s) {
+      EncodeStage(s, id, Layout::kUnspecified);
+    });
+    Register(name + "/decode",
+             [id](benchmark::State& s) { DecodeStage(s, id); });
+    Register(name + "/server_step",
+             [id](benchmark::State& s) { ServerStep(s, id); });
+  }
+}
+
+// Prints the usual console output and keeps each run's bytes per second.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      const auto rate = run.counters.find("bytes_per_second");
+      if (rate == run.counters.end()) continue;
+      const int64_t size = std::stoll(run.run_name.args);
+      rates_[size].emplace_back(run.run_name.function_name, rate->second.value);
+    }
+  }
+
+  // One table per size: stage, GB/s, x memcpy, x read_sum.
+  void PrintRatios() const {
+    for (const auto& [size, stages] : rates_) {
+      double memcpy_rate = 0, read_rate = 0;
+      for (const auto& [name, rate] : stages) {
+        if (name == "memcpy") memcpy_rate = rate;
+        if (name == "read_sum") read_rate = rate;
+      }
+      std::printf("\nn = %lld floats (%.1f MiB fp32)\n",
+                  static_cast<long long>(size), size * 4.0 / (1 << 20));
+      std::printf("%-36s %9s %10s %10s\n", "stage", "GB/s", "/memcpy",
+                  "/read_sum");
+      for (const auto& [name, rate] : stages) {
+        std::printf("%-36s %9.2f %10s %10s\n", name.c_str(), rate / 1e9,
+                    Ratio(rate, memcpy_rate).c_str(),
+                    Ratio(rate, read_rate).c_str());
+      }
+    }
+  }
+
+ private:
+  static std::string Ratio(double rate, double reference) {
+    return reference > 0 ? absl::StrFormat("%.2f", rate / reference) : "-";
+  }
+
+  std::map<int64_t, std::vector<std::pair<std::string, double>>> rates_;
+};
+
+}  // namespace
+}  // namespace tern::kernels
+
+int main(int argc, char** argv) {
+  // A short default run; flags given on the command line win.
+  std::vector<char*> args(argv, argv + argc);
+  bool has_min_time = false;
+  for (int i = 1; i < argc; ++i) {
+    has_min_time |= std::strncmp(argv[i], "--benchmark_min_time", 20) == 0;
+  }
+  char default_min_time[] = "--benchmark_min_time=0.1";
+  if (!has_min_time) args.insert(args.begin() + 1, default_min_time);
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  tern::kernels::RegisterAll();
+  tern::kernels::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+  benchmark::Shutdown();
+  return 0;
+}

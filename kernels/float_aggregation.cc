@@ -1,0 +1,69 @@
+#include "kernels/float_aggregation.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace tern::kernels {
+
+FloatAggregation::FloatAggregation(uint64_t num_elements, uint32_t num_workers,
+                                   DecodePush decode_push,
+                                   EncodePull encode_pull)
+    : num_elements_(num_elements),
+      num_workers_(num_workers),
+      decode_push_(std::move(decode_push)),
+      encode_pull_(std::move(encode_pull)),
+      added_(num_workers, false),
+      waiting_(num_workers) {}
+
+absl::Status FloatAggregation::Add(uint32_t worker, const Payload& push) {
+  if (worker >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker %d is out of range: %d workers", worker, num_workers_));
+  }
+  if (added_[worker]) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("worker %d already pushed", worker));
+  }
+  std::vector<float>& target = worker == next_ ? scratch_ : waiting_[worker];
+  target.resize(num_elements_);
+  absl::Status status = decode_push_(push, absl::MakeSpan(target));
+  if (!status.ok()) {
+    if (worker != next_) std::vector<float>().swap(target);
+    return status;
+  }
+  added_[worker] = true;
+  ++num_added_;
+  if (worker != next_) return absl::OkStatus();
+  AddInOrder(scratch_);
+  while (next_ < num_workers_ && added_[next_]) {
+    std::vector<float> values = std::move(waiting_[next_]);
+    AddInOrder(values);
+  }
+  return absl::OkStatus();
+}
+
+void FloatAggregation::AddInOrder(absl::Span<const float> values) {
+  if (next_ == 0) {
+    sum_.assign(values.begin(), values.end());
+  } else {
+    for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += values[i];
+  }
+  ++next_;
+}
+
+absl::StatusOr<Payload> FloatAggregation::Finish() {
+  if (result_.has_value()) return *result_;
+  if (num_workers_ == 0 || num_added_ < num_workers_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%d of %d pushes added", num_added_, num_workers_));
+  }
+  const float count = static_cast<float>(num_workers_);
+  for (float& value : sum_) value /= count;
+  result_ = encode_pull_(sum_, num_workers_);
+  std::vector<float>().swap(sum_);
+  std::vector<float>().swap(scratch_);
+  return *result_;
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,58 @@
+// The server-side reduction for codecs whose pushes cannot be added in
+// their encoded form (fp32, fp16): decode each push, add in fp32, average,
+// re-encode (the BytePS-style path; DESIGN section 6).
+#ifndef TERN_KERNELS_FLOAT_AGGREGATION_H_
+#define TERN_KERNELS_FLOAT_AGGREGATION_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/codec.h"
+#include "kernels/payload.h"
+
+namespace tern::kernels {
+
+// Adds the decoded pushes in worker order, whatever order they arrive in,
+// so the float sums (and the pull bytes) are the same in every run. A push
+// that arrives before an earlier worker's waits, decoded, until it can be
+// added; in the common in-order case nothing waits.
+class FloatAggregation final : public Aggregation {
+ public:
+  // Validates a push and decodes it into the span (of num_elements values).
+  using DecodePush =
+      std::function<absl::Status(const Payload& push, absl::Span<float> out)>;
+  // The pull payload for the element-wise average of the pushes.
+  using EncodePull = std::function<Payload(absl::Span<const float> average,
+                                           uint32_t num_workers)>;
+
+  FloatAggregation(uint64_t num_elements, uint32_t num_workers,
+                   DecodePush decode_push, EncodePull encode_pull);
+
+  absl::Status Add(uint32_t worker, const Payload& push) override;
+  absl::StatusOr<Payload> Finish() override;
+
+ private:
+  void AddInOrder(absl::Span<const float> values);
+
+  const uint64_t num_elements_;
+  const uint32_t num_workers_;
+  const DecodePush decode_push_;
+  const EncodePull encode_pull_;
+
+  std::vector<bool> added_;  // per worker: push accepted
+  uint32_t num_added_ = 0;
+  uint32_t next_ = 0;  // workers [0, next_) are in sum_
+  std::vector<float> sum_;
+  std::vector<std::vector<float>> waiting_;  // per worker, decoded
+  std::vector<float> scratch_;
+  std::optional<Payload> result_;
+};
+
+}  // namespace tern::kernels
+
+#endif  // TERN_KERNELS_FLOAT_AGGREGATION_H_

@@ -1,0 +1,1034 @@
+#include "server/aggregator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/types/span.h"
+#include "common/partitioner.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/codec_registry.h"
+
+namespace tern::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using kernels::CodecId;
+using kernels::Layout;
+
+// The test model: "w" of 3x5 and "b" of 7 elements, cut into chunks of at
+// most 8 elements (partition_bytes 32): chunk 0 = w[0..8), chunk 1 =
+// w[8..15), chunk 2 = b.
+constexpr uint64_t kPartitionBytes = 32;
+const std::vector<uint64_t> kChunkElements = {8, 7, 7};
+constexpr uint64_t kSpecHash = 0x5bec;
+constexpr uint64_t kChecksum = 0xc0ffee;
+constexpr uint64_t kSeed = 7;
+
+// The result of one asynchronous call, once its callback ran.
+template <typename T>
+struct Call {
+  std::optional<absl::StatusOr<T>> result;
+  bool done() const { return result.has_value(); }
+  const absl::Status status() const { return result->status(); }
+  const T& value() const { return **result; }
+};
+
+template <typename T>
+Callback<T> Into(std::shared_ptr<Call<T>> call) {
+  return [call](absl::StatusOr<T> result) {
+    ASSERT_FALSE(call->done()) << "a callback ran twice";
+    call->result = std::move(result);
+  };
+}
+
+RunConfig MakeConfig(uint32_t num_workers, CodecId codec) {
+  RunConfig config;
+  config.run_id = "test";
+  config.num_workers = num_workers;
+  config.num_shards = 1;
+  config.partition_bytes = kPartitionBytes;
+  config.seed = kSeed;
+  config.codec = codec;
+  const bool terngrad = codec == CodecId::kTernGrad;
+  config.push_layout = terngrad ? Layout::kTernary2Bit : Layout::kRaw;
+  config.pull_layout = terngrad ? Layout::kSumBits : Layout::kRaw;
+  config.clip = 0;
+  return config;
+}
+
+JoinRequest MakeJoin(uint32_t worker, const RunConfig& config) {
+  JoinRequest join;
+  join.worker_id = worker;
+  join.shard_index = 0;
+  join.config = config;
+  join.tensors = {TensorSpec{"w", {3, 5}}, TensorSpec{"b", {7}}};
+  join.param_spec_hash = kSpecHash;
+  join.param_checksum = kChecksum;
+  return join;
+}
+
+// A deterministic gradient of worker `worker` for chunk `key` at `step`.
+std::vector<float> Gradient(uint32_t worker, uint64_t step, uint32_t key,
+                            uint64_t elements) {
+  std::mt19937 random(static_cast<uint32_t>(worker * 1000003 + step * 101 + key));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(elements);
+  for (float& value : values) value = normal(random);
+  return values;
+}
+
+float MaxAbs(const std::vector<float>& values) {
+  float max = 0;
+  for (const float value : values) max = std::max(max, std::fabs(value));
+  return max;
+}
+
+std::unique_ptr<kernels::Codec> Codec(CodecId id) {
+  const bool terngrad = id == CodecId::kTernGrad;
+  absl::StatusOr<std::unique_ptr<kernels::Codec>> codec =
+      kernels::MakeCodec(kernels::CodecOptions{
+          id, 0.0f, terngrad ? Layout::kTernary2Bit : Layout::kRaw,
+          terngrad ? Layout::kSumBits : Layout::kRaw});
+  EXPECT_TRUE(codec.ok()) << codec.status();
+  return *std::move(codec);
+}
+
+class AggregatorTest : public ::testing::Test {
+ protected:
+  AggregatorOptions Options(uint32_t num_workers) {
+    AggregatorOptions options;
+    options.num_workers = num_workers;
+    options.barrier_timeout = absl::Seconds(50);
+    options.join_timeout = absl::Seconds(300);
+    options.clock = [this] { return now_; };
+    return options;
+  }
+
+  std::unique_ptr<Aggregator> Make(AggregatorOptions options) {
+    absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
+        Aggregator::Create(std::move(options), MakeNullLogger());
+    EXPECT_TRUE(aggregator.ok()) << aggregator.status();
+    return *std::move(aggregator);
+  }
+
+  std::shared_ptr<Call<JoinReply>> Join(Aggregator& aggregator,
+                                        const JoinRequest& request) {
+    auto call = std::make_shared<Call<JoinReply>>();
+    aggregator.Join(request, Into(call));
+    return call;
+  }
+
+  // Joins workers 0..N-1 with `config`; all must succeed.
+  void JoinAll(Aggregator& aggregator, const RunConfig& config) {
+    std::vector<std::shared_ptr<Call<JoinReply>>> calls;
+    for (uint32_t w = 0; w < config.num_workers; ++w) {
+      calls.push_back(Join(aggregator, MakeJoin(w, config)));
+    }
+    for (const auto& call : calls) {
+      ASSERT_TRUE(call->done());
+      ASSERT_TRUE(call->status().ok()) << call->status();
+    }
+  }
+
+  std::shared_ptr<Call<ScalerAnswer>> Share(Aggregator& aggregator,
+                                            ScalerRequest request) {
+    auto call = std::make_shared<Call<ScalerAnswer>>();
+    aggregator.ShareScalers(request, Into(call));
+    return call;
+  }
+
+  std::shared_ptr<Call<PushAnswer>> Push(Aggregator& aggregator,
+                                         const PushRequest& request) {
+    auto call = std::make_shared<Call<PushAnswer>>();
+    aggregator.PushPull(request, Into(call));
+    return call;
+  }
+
+  // Worker `worker`'s local scalers (max|g|: clip 0) of the chunks `keys`.
+  static ScalerRequest LocalScalers(uint32_t worker, uint64_t step,
+                                    const std::vector<uint32_t>& keys) {
+    ScalerRequest request{worker, step, {}};
+    for (const uint32_t key : keys) {
+      request.scalers.push_back(ChunkScaler{
+          key, MaxAbs(Gradient(worker, step, key, kChunkElements[key]))});
+    }
+    return request;
+  }
+
+  // Worker `worker`'s push of every chunk: chunks in `fp32_keys` in fp32,
+  // the others with `codec` and the shared scaler of `shared` (if any).
+  static PushRequest MakePush(uint32_t worker, uint64_t step, CodecId codec,
+                              const std::vector<ChunkScaler>& shared,
+                              const std::vector<uint32_t>& fp32_keys = {}) {
+    const std::unique_ptr<kernels::Codec> run_codec = Codec(codec);
+    const std::unique_ptr<kernels::Codec> fp32_codec = Codec(CodecId::kFp32);
+    PushRequest request{worker, step, {}};
+    for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+      const bool fp32 = std::count(fp32_keys.begin(), fp32_keys.end(), key) > 0;
+      kernels::EncodeContext context;
+      context.stream = RandomStream{kSeed, static_cast<uint32_t>(step), key,
+                                    worker};
+      for (const ChunkScaler& scaler : shared) {
+        if (scaler.chunk_key == key) context.scaler = scaler.scaler;
+      }
+      const std::vector<float> gradient =
+          Gradient(worker, step, key, kChunkElements[key]);
+      absl::StatusOr<kernels::Payload> payload =
+          (fp32 ? fp32_codec : run_codec)->Encode(gradient, context);
+      EXPECT_TRUE(payload.ok()) << payload.status();
+      request.chunks.push_back(ChunkPayload{key, *std::move(payload)});
+    }
+    return request;
+  }
+
+  // What a push stands for, decoded (s * q for TernGrad).
+  static std::vector<float> Decoded(const kernels::Codec& codec,
+                                    const kernels::Payload& payload) {
+    std::vector<float> values(payload.num_elements);
+    const absl::Status status = codec.Decode(payload, absl::MakeSpan(values));
+    EXPECT_TRUE(status.ok()) << status;
+    return values;
+  }
+
+  // Runs one full step for workers 0..N-1 and checks that every worker got
+  // the same answer and that it decodes to the average of the pushes.
+  void RunStepAndCheck(Aggregator& aggregator, uint32_t num_workers,
+                       uint64_t step, CodecId codec,
+                       const std::vector<uint32_t>& fp32_keys = {}) {
+    std::vector<uint32_t> scaler_keys;
+    if (codec == CodecId::kTernGrad) {
+      for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+        if (std::count(fp32_keys.begin(), fp32_keys.end(), key) == 0) {
+          scaler_keys.push_back(key);
+        }
+      }
+    }
+    std::vector<ChunkScaler> shared;
+    if (!scaler_keys.empty()) {
+      std::vector<std::shared_ptr<Call<ScalerAnswer>>> calls;
+      for (uint32_t w = 0; w < num_workers; ++w) {
+        calls.push_back(Share(aggregator, LocalScalers(w, step, scaler_keys)));
+        EXPECT_EQ(calls.back()->done(), w + 1 == num_workers);
+      }
+      for (const auto& call : calls) {
+        ASSERT_TRUE(call->done());
+        ASSERT_TRUE(call->status().ok()) << call->status();
+        EXPECT_EQ(call->value(), calls[0]->value());
+      }
+      shared = calls[0]->value()->scalers;
+      ASSERT_EQ(shared.size(), scaler_keys.size());
+      for (size_t i = 0; i < shared.size(); ++i) {
+        float expected = 0;
+        for (uint32_t w = 0; w < num_workers; ++w) {
+          expected = std::max(
+              expected, MaxAbs(Gradient(w, step, scaler_keys[i],
+                                        kChunkElements[scaler_keys[i]])));
+        }
+        EXPECT_EQ(shared[i].chunk_key, scaler_keys[i]);
+        EXPECT_EQ(shared[i].scaler, expected) << "s_k = max_i s_ik";
+      }
+    }
+
+    std::vector<PushRequest> pushes;
+    std::vector<std::shared_ptr<Call<PushAnswer>>> calls;
+    for (uint32_t w = 0; w < num_workers; ++w) {
+      pushes.push_back(MakePush(w, step, codec, shared, fp32_keys));
+      calls.push_back(Push(aggregator, pushes.back()));
+      EXPECT_EQ(calls.back()->done(), w + 1 == num_workers);
+    }
+    for (const auto& call : calls) {
+      ASSERT_TRUE(call->done());
+      ASSERT_TRUE(call->status().ok()) << call->status();
+      EXPECT_EQ(call->value(), calls[0]->value()) << "one answer for all";
+    }
+    const PushReply& reply = *calls[0]->value();
+    EXPECT_EQ(reply.step, step);
+    ASSERT_EQ(reply.chunks.size(), kChunkElements.size());
+    const std::unique_ptr<kernels::Codec> run_codec = Codec(codec);
+    const std::unique_ptr<kernels::Codec> fp32_codec = Codec(CodecId::kFp32);
+    for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+      const bool fp32 =
+          std::count(fp32_keys.begin(), fp32_keys.end(), key) > 0;
+      const kernels::Codec& chunk_codec = fp32 ? *fp32_codec : *run_codec;
+      const kernels::Payload& pull = reply.chunks[key].payload;
+      EXPECT_EQ(reply.chunks[key].chunk_key, key);
+      EXPECT_EQ(pull.codec, chunk_codec.id());
+      EXPECT_EQ(pull.num_elements, kChunkElements[key]);
+      // The exact average of what was pushed.
+      std::vector<double> sum(kChunkElements[key], 0.0);
+      for (const PushRequest& push : pushes) {
+        const std::vector<float> values =
+            Decoded(chunk_codec, push.chunks[key].payload);
+        for (size_t j = 0; j < values.size(); ++j) sum[j] += values[j];
+      }
+      const std::vector<float> average = Decoded(chunk_codec, pull);
+      // fp16 pulls are rounded to binary16 (11 significant bits).
+      const double tolerance = codec == CodecId::kFp16 && !fp32 ? 1e-3 : 1e-5;
+      for (size_t j = 0; j < average.size(); ++j) {
+        const double expected = sum[j] / num_workers;
+        EXPECT_NEAR(average[j], expected, tolerance * (1 + std::fabs(expected)))
+            << "chunk " << key << " element " << j;
+      }
+    }
+    EXPECT_EQ(aggregator.step(), step + 1);
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+};
+
+// --- options and Join ---
+
+TEST_F(AggregatorTest, CreateRefusesOptionsThatCannotWork) {
+  AggregatorOptions no_workers = Options(0);
+  EXPECT_EQ(Aggregator::Create(no_workers, MakeNullLogger()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  AggregatorOptions bad_shard = Options(2);
+  bad_shard.shard_index = 1;
+  bad_shard.num_shards = 1;
+  EXPECT_EQ(Aggregator::Create(bad_shard, MakeNullLogger()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  AggregatorOptions no_timeout = Options(2);
+  no_timeout.barrier_timeout = absl::ZeroDuration();
+  EXPECT_EQ(Aggregator::Create(no_timeout, MakeNullLogger()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(AggregatorTest, JoinIsABarrierAndAnswersTheShardsChunks) {
+  auto aggregator = Make(Options(3));
+  const RunConfig config = MakeConfig(3, CodecId::kTernGrad);
+  auto first = Join(*aggregator, MakeJoin(0, config));
+  auto second = Join(*aggregator, MakeJoin(2, config));
+  EXPECT_FALSE(first->done());
+  EXPECT_FALSE(second->done());
+  EXPECT_FALSE(aggregator->all_joined());
+  auto third = Join(*aggregator, MakeJoin(1, config));
+  for (const auto& call : {first, second, third}) {
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    EXPECT_EQ(call->value().next_step, 0u);
+    EXPECT_EQ(call->value().shard_index, 0u);
+    EXPECT_THAT(call->value().chunk_keys, ElementsAre(0, 1, 2));
+  }
+  EXPECT_TRUE(aggregator->all_joined());
+}
+
+TEST_F(AggregatorTest, EachShardAnswersThePartitionsChunksOfIt) {
+  for (uint32_t shard = 0; shard < 2; ++shard) {
+    AggregatorOptions options = Options(1);
+    options.shard_index = shard;
+    options.num_shards = 2;
+    auto aggregator = Make(options);
+    RunConfig config = MakeConfig(1, CodecId::kFp32);
+    config.num_shards = 2;
+    JoinRequest join = MakeJoin(0, config);
+    join.shard_index = shard;
+    auto call = Join(*aggregator, join);
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    const absl::StatusOr<Partition> partition =
+        Partition::Create({15, 7}, kPartitionBytes, 2);
+    ASSERT_TRUE(partition.ok());
+    EXPECT_EQ(call->value().chunk_keys, partition->ChunksOfShard(shard));
+    EXPECT_FALSE(call->value().chunk_keys.empty());
+  }
+}
+
+TEST_F(AggregatorTest, JoinRefusesRequestsThatDoNotFitTheShard) {
+  auto aggregator = Make(Options(2));
+  const RunConfig config = MakeConfig(2, CodecId::kTernGrad);
+
+  auto unknown = Join(*aggregator, MakeJoin(2, config));
+  EXPECT_EQ(unknown->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown->status().message(), HasSubstr("worker_id 2"));
+
+  RunConfig three_workers = config;
+  three_workers.num_workers = 3;
+  auto workers = Join(*aggregator, MakeJoin(0, three_workers));
+  EXPECT_EQ(workers->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(workers->status().message(), HasSubstr("--num_workers=2"));
+
+  RunConfig two_shards = config;
+  two_shards.num_shards = 2;
+  auto shards = Join(*aggregator, MakeJoin(0, two_shards));
+  EXPECT_EQ(shards->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(shards->status().message(), HasSubstr("--num_shards=1"));
+
+  JoinRequest wrong_shard = MakeJoin(0, config);
+  wrong_shard.shard_index = 1;
+  auto index = Join(*aggregator, wrong_shard);
+  EXPECT_EQ(index->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(index->status().message(), HasSubstr("shard 1 to shard 0"));
+
+  JoinRequest negative = MakeJoin(0, config);
+  negative.tensors[0].shape = {3, -5};
+  EXPECT_EQ(Join(*aggregator, negative)->status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  RunConfig bad_codec = config;
+  bad_codec.codec = CodecId::kUnspecified;
+  EXPECT_FALSE(Join(*aggregator, MakeJoin(0, bad_codec))->status().ok());
+
+  // None of these fixed the run: a good join still configures it.
+  auto good = Join(*aggregator, MakeJoin(0, config));
+  EXPECT_FALSE(good->done());  // waits for worker 1
+  auto other = Join(*aggregator, MakeJoin(1, config));
+  ASSERT_TRUE(good->done());
+  EXPECT_TRUE(good->status().ok()) << good->status();
+}
+
+TEST_F(AggregatorTest, JoinRefusesAModelTooLargeForTheMessageLimit) {
+  AggregatorOptions options = Options(1);
+  options.max_message_bytes = 1 << 20;  // less than the 1 MiB of slack
+  auto aggregator = Make(options);
+  auto call = Join(*aggregator, MakeJoin(0, MakeConfig(1, CodecId::kFp32)));
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(call->status().message(), HasSubstr("--max_message_mb"));
+  EXPECT_GT(Fp32MessageBytes(22, 3), uint64_t{1} << 20);
+}
+
+struct Mismatch {
+  std::string name;
+  std::function<void(JoinRequest*)> change;
+  std::string expected;  // in the message
+};
+
+void PrintTo(const Mismatch& mismatch, std::ostream* os) {
+  *os << mismatch.name;
+}
+
+class JoinMismatchTest : public AggregatorTest,
+                         public ::testing::WithParamInterface<Mismatch> {};
+
+TEST_P(JoinMismatchTest, ALaterJoinerMustMatchTheFirst) {
+  auto aggregator = Make(Options(3));
+  const RunConfig config = MakeConfig(3, CodecId::kTernGrad);
+  auto first = Join(*aggregator, MakeJoin(0, config));
+  JoinRequest other = MakeJoin(2, config);
+  GetParam().change(&other);
+  auto call = Join(*aggregator, other);
+  ASSERT_TRUE(call->done());
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(call->status().message(), HasSubstr(GetParam().expected));
+  EXPECT_THAT(call->status().message(), HasSubstr("of worker 2"));
+  EXPECT_THAT(call->status().message(), HasSubstr("of worker 0"));
+  // The refused worker has not joined: its good join still completes.
+  auto fixed = Join(*aggregator, MakeJoin(2, config));
+  auto last = Join(*aggregator, MakeJoin(1, config));
+  EXPECT_TRUE(first->done());
+  EXPECT_TRUE(fixed->status().ok()) << fixed->status();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, JoinMismatchTest,
+    ::testing::Values(
+        Mismatch{"RunId", [](JoinRequest* j) { j->config.run_id = "other"; },
+                 "run_id 'other' of worker 2 differs from 'test'"},
+        Mismatch{"Seed", [](JoinRequest* j) { j->config.seed = 8; },
+                 "seed 8 of worker 2 differs from 7"},
+        Mismatch{"Codec",
+                 [](JoinRequest* j) {
+                   j->config.codec = CodecId::kFp32;
+                   j->config.push_layout = Layout::kRaw;
+                   j->config.pull_layout = Layout::kRaw;
+                 },
+                 "codec fp32 of worker 2 differs from terngrad"},
+        Mismatch{"PushLayout",
+                 [](JoinRequest* j) {
+                   j->config.push_layout = Layout::kTernaryBase3;
+                 },
+                 "push layout"},
+        Mismatch{"PartitionBytes",
+                 [](JoinRequest* j) { j->config.partition_bytes = 64; },
+                 "partition_bytes 64"},
+        Mismatch{"Fp32Keys",
+                 [](JoinRequest* j) { j->config.fp32_chunk_keys = {2}; },
+                 "fp32 chunk keys [2]"},
+        Mismatch{"Clip", [](JoinRequest* j) { j->config.clip = 2.5f; },
+                 "clip 2.5"},
+        Mismatch{"SpecHash", [](JoinRequest* j) { j->param_spec_hash = 1; },
+                 "param spec hash 0x0000000000000001 of worker 2 differs "
+                 "from 0x0000000000005bec"},
+        Mismatch{"Shape",
+                 [](JoinRequest* j) { j->tensors[1].shape = {8}; },
+                 "tensor 1 'b' [8] of worker 2 differs from 'b' [7]"},
+        Mismatch{"Checksum", [](JoinRequest* j) { j->param_checksum = 2; },
+                 "param checksum 0x0000000000000002 of worker 2 differs "
+                 "from 0x0000000000c0ffee of worker 0: workers must start "
+                 "from the same parameters"}),
+    [](const ::testing::TestParamInfo<Mismatch>& info) {
+      return info.param.name;
+    });
+
+TEST_F(AggregatorTest, ARejoinGetsTheStepTheShardIsAt) {
+  auto aggregator = Make(Options(1));
+  const RunConfig config = MakeConfig(1, CodecId::kTernGrad);
+  JoinAll(*aggregator, config);
+  RunStepAndCheck(*aggregator, 1, 0, CodecId::kTernGrad);
+  RunStepAndCheck(*aggregator, 1, 1, CodecId::kTernGrad);
+  // A restarted worker: its parameters moved since step 0, so the initial
+  // checksum is not compared any more.
+  JoinRequest rejoin = MakeJoin(0, config);
+  rejoin.param_checksum = 0x1234;
+  auto call = Join(*aggregator, rejoin);
+  ASSERT_TRUE(call->done());
+  ASSERT_TRUE(call->status().ok()) << call->status();
+  EXPECT_EQ(call->value().next_step, 2u);
+  RunStepAndCheck(*aggregator, 1, 2, CodecId::kTernGrad);
+}
+
+// --- the step, end to end ---
+
+class AggregatorStepTest
+    : public AggregatorTest,
+      public ::testing::WithParamInterface<std::tuple<CodecId, uint32_t>> {};
+
+TEST_P(AggregatorStepTest, EveryWorkerPullsTheAverageOfThePushes) {
+  const auto [codec, num_workers] = GetParam();
+  auto aggregator = Make(Options(num_workers));
+  JoinAll(*aggregator, MakeConfig(num_workers, codec));
+  for (uint64_t step = 0; step < 3; ++step) {
+    RunStepAndCheck(*aggregator, num_workers, step, codec);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CodecsAndWorkers, AggregatorStepTest,
+    ::testing::Combine(::testing::Values(CodecId::kTernGrad, CodecId::kFp32,
+                                         CodecId::kFp16),
+                       ::testing::Values(1u, 2u, 3u)),
+    [](const auto& info) {
+      const CodecId codec = std::get<0>(info.param);
+      return absl::StrCat(codec == CodecId::kTernGrad ? "TernGrad"
+                          : codec == CodecId::kFp32   ? "Fp32"
+                                                      : "Fp16",
+                          std::get<1>(info.param), "Workers");
+    });
+
+TEST_F(AggregatorTest, Fp32ChunksOfATernGradRunShareNoScaler) {
+  auto aggregator = Make(Options(3));
+  RunConfig config = MakeConfig(3, CodecId::kTernGrad);
+  config.fp32_chunk_keys = {2};
+  JoinAll(*aggregator, config);
+  for (uint64_t step = 0; step < 2; ++step) {
+    RunStepAndCheck(*aggregator, 3, step, CodecId::kTernGrad, {2});
+  }
+}
+
+TEST_F(AggregatorTest, ATernGradPullIsTheSumOfTheCodes) {
+  // Two workers push the same gradient: every nonzero code doubles.
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kTernGrad));
+  auto s0 = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  auto s1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(s1->status().ok());
+  const PushRequest push = MakePush(0, 0, CodecId::kTernGrad,
+                                    s1->value()->scalers);
+  PushRequest same = push;
+  same.worker_id = 1;
+  auto p0 = Push(*aggregator, push);
+  auto p1 = Push(*aggregator, same);
+  ASSERT_TRUE(p1->status().ok()) << p1->status();
+  const auto codec = Codec(CodecId::kTernGrad);
+  for (uint32_t key = 0; key < 3; ++key) {
+    const kernels::Payload& pull = p1->value()->chunks[key].payload;
+    EXPECT_EQ(pull.num_summands, 2u);
+    EXPECT_EQ(pull.layout, Layout::kSumBits);
+    EXPECT_EQ(Decoded(*codec, pull), Decoded(*codec, push.chunks[key].payload))
+        << "the average of two equal pushes is the push";
+  }
+}
+
+// --- idempotence ---
+
+TEST_F(AggregatorTest, ADuplicatePushIsCountedOnceAndAnswered) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kFp32));
+  const PushRequest push0 = MakePush(0, 0, CodecId::kFp32, {});
+  const PushRequest push1 = MakePush(1, 0, CodecId::kFp32, {});
+  auto first = Push(*aggregator, push0);
+  auto duplicate = Push(*aggregator, push0);
+  EXPECT_FALSE(first->done());
+  EXPECT_FALSE(duplicate->done()) << "a duplicate must not complete the step";
+  auto last = Push(*aggregator, push1);
+  for (const auto& call : {first, duplicate, last}) {
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    EXPECT_EQ(call->value(), last->value());
+  }
+  const auto codec = Codec(CodecId::kFp32);
+  for (uint32_t key = 0; key < 3; ++key) {
+    const std::vector<float> a = Decoded(*codec, push0.chunks[key].payload);
+    const std::vector<float> b = Decoded(*codec, push1.chunks[key].payload);
+    const std::vector<float> pull =
+        Decoded(*codec, last->value()->chunks[key].payload);
+    for (size_t j = 0; j < pull.size(); ++j) {
+      EXPECT_FLOAT_EQ(pull[j], (a[j] + b[j]) / 2);
+    }
+  }
+}
+
+TEST_F(AggregatorTest, ARetryOfTheCompletedStepGetsTheCachedAnswer) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kTernGrad));
+  auto s0 = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  auto s1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(s1->status().ok());
+  const auto shared = s1->value()->scalers;
+  auto p0 = Push(*aggregator, MakePush(0, 0, CodecId::kTernGrad, shared));
+  auto p1 = Push(*aggregator, MakePush(1, 0, CodecId::kTernGrad, shared));
+  ASSERT_TRUE(p1->status().ok());
+  ASSERT_EQ(aggregator->step(), 1u);
+
+  auto retry = Push(*aggregator, MakePush(0, 0, CodecId::kTernGrad, shared));
+  ASSERT_TRUE(retry->done());
+  ASSERT_TRUE(retry->status().ok()) << retry->status();
+  EXPECT_EQ(retry->value(), p1->value());
+  auto scaler_retry = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(scaler_retry->done());
+  ASSERT_TRUE(scaler_retry->status().ok());
+  EXPECT_EQ(scaler_retry->value(), s1->value());
+  EXPECT_EQ(aggregator->step(), 1u) << "a retry does not move the shard";
+}
+
+TEST_F(AggregatorTest, ADuplicateScalerShareIsCountedOnce) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kTernGrad));
+  ScalerRequest large = LocalScalers(0, 0, {0, 1, 2});
+  auto first = Share(*aggregator, large);
+  for (ChunkScaler& s : large.scalers) s.scaler = 1000;
+  auto duplicate = Share(*aggregator, large);
+  EXPECT_FALSE(duplicate->done()) << "a duplicate must not complete sharing";
+  auto last = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(duplicate->done());
+  ASSERT_TRUE(duplicate->status().ok());
+  for (const ChunkScaler& s : duplicate->value()->scalers) {
+    EXPECT_LT(s.scaler, 1000) << "the first values stay";
+  }
+}
+
+// --- refusals: nothing is added, and the shard keeps serving ---
+
+struct BadPush {
+  std::string name;
+  std::function<void(PushRequest*)> change;
+  absl::StatusCode code;
+  std::string expected;
+};
+
+void PrintTo(const BadPush& bad, std::ostream* os) { *os << bad.name; }
+
+class BadPushTest : public AggregatorTest,
+                    public ::testing::WithParamInterface<BadPush> {};
+
+TEST_P(BadPushTest, IsRefusedAndTheStepStillCompletesCorrectly) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kTernGrad));
+  auto s0 = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  auto s1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(s1->status().ok());
+  const auto shared = s1->value()->scalers;
+
+  PushRequest bad = MakePush(0, 0, CodecId::kTernGrad, shared);
+  GetParam().change(&bad);
+  auto refused = Push(*aggregator, bad);
+  ASSERT_TRUE(refused->done());
+  EXPECT_EQ(refused->status().code(), GetParam().code) << refused->status();
+  EXPECT_THAT(refused->status().message(), HasSubstr(GetParam().expected));
+
+  // The good pushes of both workers complete the step with the right sum:
+  // nothing of the refused push was added.
+  const PushRequest good0 = MakePush(0, 0, CodecId::kTernGrad, shared);
+  const PushRequest good1 = MakePush(1, 0, CodecId::kTernGrad, shared);
+  auto p0 = Push(*aggregator, good0);
+  EXPECT_FALSE(p0->done()) << "the refused push must not count";
+  auto p1 = Push(*aggregator, good1);
+  ASSERT_TRUE(p0->done());
+  ASSERT_TRUE(p0->status().ok()) << p0->status();
+  const auto codec = Codec(CodecId::kTernGrad);
+  for (uint32_t key = 0; key < 3; ++key) {
+    const std::vector<float> a = Decoded(*codec, good0.chunks[key].payload);
+    const std::vector<float> b = Decoded(*codec, good1.chunks[key].payload);
+    const std::vector<float> pull =
+        Decoded(*codec, p0->value()->chunks[key].payload);
+    for (size_t j = 0; j < pull.size(); ++j) {
+      EXPECT_FLOAT_EQ(pull[j], (a[j] + b[j]) / 2) << key << "/" << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Refusals, BadPushTest,
+    ::testing::Values(
+        BadPush{"WrongSize",
+                [](PushRequest* p) { p->chunks[1].payload.num_elements = 9; },
+                absl::StatusCode::kInvalidArgument,
+                "step 0: chunk 1 of worker 0: 9 elements, but the chunk has 7"},
+        BadPush{"WrongCodec",
+                [](PushRequest* p) {
+                  p->chunks[2].payload =
+                      *Codec(CodecId::kFp32)->Encode(
+                          std::vector<float>(7, 0.5f), {});
+                },
+                absl::StatusCode::kInvalidArgument,
+                "chunk 2 of worker 0: codec fp32"},
+        BadPush{"WrongLayout",
+                [](PushRequest* p) {
+                  p->chunks[0].payload.layout = Layout::kTernaryBase3;
+                },
+                absl::StatusCode::kInvalidArgument, "chunk 0 of worker 0"},
+        BadPush{"CorruptLastChunk",  // chunks 0 and 1 are fine
+                [](PushRequest* p) {
+                  // 0b11 is no ternary code (payload.proto).
+                  p->chunks[2].payload.data[0] = static_cast<char>(0xff);
+                },
+                absl::StatusCode::kInvalidArgument, "chunk 2 of worker 0"},
+        BadPush{"TruncatedData",
+                [](PushRequest* p) { p->chunks[1].payload.data.pop_back(); },
+                absl::StatusCode::kInvalidArgument, "chunk 1 of worker 0"},
+        BadPush{"FutureFormat",
+                [](PushRequest* p) { p->chunks[0].payload.format_version = 2; },
+                absl::StatusCode::kInvalidArgument, "format version 2"},
+        BadPush{"ASum",
+                [](PushRequest* p) { p->chunks[0].payload.num_summands = 2; },
+                absl::StatusCode::kInvalidArgument, "num_summands 2"},
+        BadPush{"UnknownChunk",
+                [](PushRequest* p) { p->chunks[1].chunk_key = 99; },
+                absl::StatusCode::kInvalidArgument,
+                "step 0: chunk 99 of worker 0 is not a chunk of shard 0"},
+        BadPush{"DuplicateChunk",
+                [](PushRequest* p) { p->chunks[2] = p->chunks[0]; },
+                absl::StatusCode::kInvalidArgument,
+                "chunk 0 of worker 0 appears twice"},
+        BadPush{"MissingChunk", [](PushRequest* p) { p->chunks.pop_back(); },
+                absl::StatusCode::kInvalidArgument,
+                "worker 0 pushed no chunk 2"},
+        BadPush{"WrongScaler",
+                [](PushRequest* p) { p->chunks[1].payload.scalers[0] *= 0.5f; },
+                absl::StatusCode::kInvalidArgument,
+                "differs from the shared scaler"},
+        BadPush{"NanScaler",
+                [](PushRequest* p) {
+                  p->chunks[0].payload.scalers[0] =
+                      std::numeric_limits<float>::quiet_NaN();
+                },
+                absl::StatusCode::kInvalidArgument,
+                "step 0: chunk 0 of worker 0: scaler nan is not finite"},
+        BadPush{"UnknownWorker", [](PushRequest* p) { p->worker_id = 5; },
+                absl::StatusCode::kInvalidArgument, "unknown worker 5"},
+        BadPush{"FutureStep", [](PushRequest* p) { p->step = 1; },
+                absl::StatusCode::kFailedPrecondition,
+                "step 1 is in the future: shard 0 is at step 0"}),
+    [](const ::testing::TestParamInfo<BadPush>& info) {
+      return info.param.name;
+    });
+
+TEST_F(AggregatorTest, NonFiniteFp32ValuesAreRefused) {
+  auto aggregator = Make(Options(1));
+  JoinAll(*aggregator, MakeConfig(1, CodecId::kFp32));
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity()}) {
+    PushRequest push = MakePush(0, 0, CodecId::kFp32, {});
+    // Raw little-endian float32 (payload.proto): element 3 at byte 12.
+    std::string& data = push.chunks[1].payload.data;
+    ASSERT_EQ(data.size(), 7 * sizeof(float));
+    std::memcpy(&data[3 * sizeof(float)], &bad, sizeof(float));
+    auto call = Push(*aggregator, push);
+    ASSERT_TRUE(call->done());
+    EXPECT_EQ(call->status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(call->status().message(),
+                HasSubstr("step 0: chunk 1 of worker 0: element 3 is"));
+  }
+  EXPECT_EQ(aggregator->step(), 0u);
+  RunStepAndCheck(*aggregator, 1, 0, CodecId::kFp32);
+}
+
+TEST_F(AggregatorTest, BadScalersAreRefusedNamingChunkAndStep) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kTernGrad));
+  struct Case {
+    std::function<void(ScalerRequest*)> change;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](ScalerRequest* r) {
+         r->scalers[1].scaler = std::numeric_limits<float>::quiet_NaN();
+       },
+       "step 0: chunk 1: scaler nan of worker 0 is not finite"},
+      {[](ScalerRequest* r) {
+         r->scalers[2].scaler = std::numeric_limits<float>::infinity();
+       },
+       "step 0: chunk 2: scaler inf of worker 0 is not finite"},
+      {[](ScalerRequest* r) { r->scalers[0].scaler = -1; }, "is negative"},
+      {[](ScalerRequest* r) { r->scalers[0].chunk_key = 42; },
+       "chunk 42 in the scalers of worker 0 is not a chunk of shard 0"},
+      {[](ScalerRequest* r) { r->scalers[1].chunk_key = 0; },
+       "chunk 0 appears twice"},
+      {[](ScalerRequest* r) { r->scalers.pop_back(); },
+       "worker 0 sent no scaler for chunk 2"},
+      {[](ScalerRequest* r) { r->worker_id = 9; }, "unknown worker 9"},
+  };
+  for (const Case& c : cases) {
+    ScalerRequest request = LocalScalers(0, 0, {0, 1, 2});
+    c.change(&request);
+    auto call = Share(*aggregator, request);
+    ASSERT_TRUE(call->done());
+    EXPECT_EQ(call->status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(call->status().message(), HasSubstr(c.expected));
+  }
+  // Nothing counted: both workers still have to share.
+  auto s0 = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  EXPECT_FALSE(s0->done());
+  auto s1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(s0->done());
+  EXPECT_TRUE(s0->status().ok());
+}
+
+TEST_F(AggregatorTest, Fp32ChunksSendNoScaler) {
+  auto aggregator = Make(Options(1));
+  RunConfig config = MakeConfig(1, CodecId::kTernGrad);
+  config.fp32_chunk_keys = {2};
+  JoinAll(*aggregator, config);
+  auto call = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(call->status().message(), HasSubstr("chunk 2"));
+  EXPECT_THAT(call->status().message(), HasSubstr("shares no scaler"));
+}
+
+TEST_F(AggregatorTest, APushBeforeScalerSharingIsRefused) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kTernGrad));
+  auto s0 = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  auto call = Push(*aggregator, MakePush(0, 0, CodecId::kTernGrad, {}));
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(call->status().message(),
+              HasSubstr("before the scalers of the step were shared "
+                        "(missing: worker 1)"));
+}
+
+TEST_F(AggregatorTest, CallsBeforeJoiningAreRefused) {
+  auto aggregator = Make(Options(2));
+  auto share = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  EXPECT_EQ(share->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(share->status().message(), HasSubstr("worker 0 has not joined"));
+  const RunConfig config = MakeConfig(2, CodecId::kFp32);
+  auto join = Join(*aggregator, MakeJoin(1, config));
+  auto push = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  EXPECT_EQ(push->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(aggregator->CheckParams(0, 0, kChecksum).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(AggregatorTest, StaleAndFutureStepsAreRefused) {
+  auto aggregator = Make(Options(1));
+  JoinAll(*aggregator, MakeConfig(1, CodecId::kTernGrad));
+  for (uint64_t step = 0; step < 3; ++step) {
+    RunStepAndCheck(*aggregator, 1, step, CodecId::kTernGrad);
+  }
+  auto stale = Push(*aggregator, MakePush(0, 1, CodecId::kTernGrad, {}));
+  EXPECT_EQ(stale->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stale->status().message(), "step 1 is stale: shard 0 is at step 3");
+  auto future = Push(*aggregator, MakePush(0, 4, CodecId::kTernGrad, {}));
+  EXPECT_EQ(future->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(future->status().message(),
+            "step 4 is in the future: shard 0 is at step 3");
+  auto stale_scalers = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  EXPECT_THAT(stale_scalers->status().message(), HasSubstr("is stale"));
+  auto future_scalers = Share(*aggregator, LocalScalers(0, 5, {0, 1, 2}));
+  EXPECT_THAT(future_scalers->status().message(), HasSubstr("in the future"));
+  // The retry of step 2 is not stale: it gets the cached answer.
+  auto retry = Share(*aggregator, LocalScalers(0, 2, {0, 1, 2}));
+  EXPECT_TRUE(retry->status().ok());
+  RunStepAndCheck(*aggregator, 1, 3, CodecId::kTernGrad);
+}
+
+// --- timeouts ---
+
+TEST_F(AggregatorTest, PendingPushesExpireNamingTheMissingWorkers) {
+  auto aggregator = Make(Options(4));
+  JoinAll(*aggregator, MakeConfig(4, CodecId::kFp32));
+  auto p0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(10);
+  auto p1 = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(40);  // p0's deadline, not p1's
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  ASSERT_TRUE(p0->done());
+  EXPECT_FALSE(p1->done());
+  EXPECT_EQ(p0->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(p0->status().message(),
+            "step 0: workers 2,3 did not push within 50s");
+  now_ += absl::Seconds(10);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  ASSERT_TRUE(p1->done());
+  EXPECT_EQ(p1->status().code(), absl::StatusCode::kDeadlineExceeded);
+
+  // The step stays open: the late workers complete it, and a worker that
+  // retries gets the answer.
+  auto p2 = Push(*aggregator, MakePush(2, 0, CodecId::kFp32, {}));
+  auto retry0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  auto p3 = Push(*aggregator, MakePush(3, 0, CodecId::kFp32, {}));
+  ASSERT_TRUE(retry0->done());
+  ASSERT_TRUE(retry0->status().ok()) << retry0->status();
+  EXPECT_EQ(retry0->value(), p3->value());
+  EXPECT_EQ(aggregator->step(), 1u);
+}
+
+TEST_F(AggregatorTest, PendingScalersAndJoinsExpireToo) {
+  auto aggregator = Make(Options(2));
+  const RunConfig config = MakeConfig(2, CodecId::kTernGrad);
+  auto j0 = Join(*aggregator, MakeJoin(0, config));
+  now_ += absl::Seconds(50);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  ASSERT_TRUE(j0->done());
+  EXPECT_EQ(j0->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(j0->status().message(), "worker 1 did not join shard 0 within 50s");
+
+  auto j0_again = Join(*aggregator, MakeJoin(0, config));
+  auto j1 = Join(*aggregator, MakeJoin(1, config));
+  ASSERT_TRUE(j0_again->status().ok());
+  auto s1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  now_ += absl::Seconds(49);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_FALSE(s1->done());
+  now_ += absl::Seconds(1);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  ASSERT_TRUE(s1->done());
+  EXPECT_EQ(s1->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s1->status().message(),
+            "step 0: worker 0 did not share scalers within 50s");
+}
+
+TEST_F(AggregatorTest, TheShardGivesUpWhenWorkersDoNotJoinInTime) {
+  auto aggregator = Make(Options(3));
+  auto j1 = Join(*aggregator, MakeJoin(1, MakeConfig(3, CodecId::kFp32)));
+  EXPECT_TRUE(aggregator->ExpireWaits(now_ + absl::Seconds(299)).ok());
+  const absl::Status status = aggregator->ExpireWaits(now_ + absl::Seconds(300));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(status.message(),
+            "workers 0,2 of 3 did not join shard 0 within 300s "
+            "(--join_timeout_s)");
+
+  auto complete = Make(Options(1));
+  JoinAll(*complete, MakeConfig(1, CodecId::kFp32));
+  EXPECT_TRUE(complete->ExpireWaits(now_ + absl::Hours(10)).ok());
+}
+
+// --- CheckParams, Close ---
+
+TEST_F(AggregatorTest, DivergedReplicasFailTheRunForEveryone) {
+  auto aggregator = Make(Options(3));
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  EXPECT_TRUE(aggregator->CheckParams(0, 0, 0xaa).ok());
+  EXPECT_TRUE(aggregator->CheckParams(1, 0, 0xaa).ok());
+  auto pending = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  EXPECT_FALSE(pending->done());
+
+  const absl::Status diverged = aggregator->CheckParams(2, 0, 0xbb);
+  EXPECT_EQ(diverged.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(diverged.message(),
+            "step 0: param checksum 0x00000000000000bb of worker 2 differs "
+            "from 0x00000000000000aa of worker 0: the replicas diverged");
+  ASSERT_TRUE(pending->done());
+  EXPECT_EQ(pending->status(), diverged);
+  EXPECT_EQ(aggregator->run_status(), diverged);
+  auto later = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  EXPECT_EQ(later->status(), diverged);
+  EXPECT_EQ(aggregator->CheckParams(0, 0, 0xaa), diverged);
+  EXPECT_EQ(Join(*aggregator, MakeJoin(0, MakeConfig(3, CodecId::kFp32)))
+                ->status(),
+            diverged);
+}
+
+TEST_F(AggregatorTest, CloseAnswersPendingAndLaterCalls) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kFp32));
+  auto pending = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  aggregator->Close(absl::UnavailableError("shard 0 is shutting down"));
+  ASSERT_TRUE(pending->done());
+  EXPECT_EQ(pending->status().code(), absl::StatusCode::kUnavailable);
+  auto later = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  EXPECT_EQ(later->status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(AggregatorTest, DestroyingTheAggregatorAnswersPendingCalls) {
+  auto aggregator = Make(Options(2));
+  auto pending = Join(*aggregator, MakeJoin(0, MakeConfig(2, CodecId::kFp32)));
+  aggregator.reset();
+  ASSERT_TRUE(pending->done());
+  EXPECT_EQ(pending->status().code(), absl::StatusCode::kUnavailable);
+}
+
+// --- threads ---
+
+TEST_F(AggregatorTest, WorkersAsThreadsRunManySteps) {
+  constexpr uint32_t kWorkers = 4;
+  constexpr uint64_t kSteps = 20;
+  AggregatorOptions options = Options(kWorkers);
+  options.clock = [] { return absl::Now(); };
+  auto aggregator = Make(options);
+  const RunConfig config = MakeConfig(kWorkers, CodecId::kTernGrad);
+  std::vector<std::vector<PushAnswer>> answers(kWorkers);
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      // Each barrier call blocks this thread on a notification that the
+      // thread completing the barrier fires.
+      absl::Notification joined;
+      aggregator->Join(MakeJoin(w, config),
+                       [&](absl::StatusOr<JoinReply> r) {
+                         EXPECT_TRUE(r.ok()) << r.status();
+                         joined.Notify();
+                       });
+      joined.WaitForNotification();
+      for (uint64_t step = 0; step < kSteps; ++step) {
+        absl::Notification shared_note;
+        std::vector<ChunkScaler> shared;
+        aggregator->ShareScalers(
+            LocalScalers(w, step, {0, 1, 2}),
+            [&](absl::StatusOr<ScalerAnswer> r) {
+              EXPECT_TRUE(r.ok()) << r.status();
+              if (r.ok()) shared = (*r)->scalers;
+              shared_note.Notify();
+            });
+        shared_note.WaitForNotification();
+        absl::Notification pushed;
+        aggregator->PushPull(
+            MakePush(w, step, CodecId::kTernGrad, shared),
+            [&](absl::StatusOr<PushAnswer> r) {
+              EXPECT_TRUE(r.ok()) << r.status();
+              if (r.ok()) answers[w].push_back(*r);
+              pushed.Notify();
+            });
+        pushed.WaitForNotification();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(aggregator->step(), kSteps);
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    ASSERT_EQ(answers[w].size(), kSteps);
+    for (uint64_t step = 0; step < kSteps; ++step) {
+      EXPECT_EQ(answers[w][step], answers[0][step]);
+      EXPECT_EQ(answers[w][step]->step, step);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::server

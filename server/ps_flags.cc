@@ -1,0 +1,139 @@
+#include "server/ps_flags.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace tern::server {
+namespace {
+
+// gRPC's message sizes are ints: at most 2 GiB - 1.
+constexpr uint32_t kMaxMessageMb = 2047;
+
+bool IsHostPort(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  return colon != std::string::npos && colon > 0 && colon + 1 < text.size();
+}
+
+// A finite number > 0 (CLI::PositiveNumber lets inf through).
+CLI::Validator FinitePositive() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
+            !(value > 0)) {
+          return absl::StrCat("'", input, "' is not a finite number > 0");
+        }
+        return std::string();
+      },
+      "SECONDS > 0");
+}
+
+CLI::Validator HostPort() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        return IsHostPort(input)
+                   ? std::string()
+                   : absl::StrCat("'", input, "' is not of the form host:port");
+      },
+      "HOST:PORT");
+}
+
+CLI::Validator LogLevel() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const absl::StatusOr<spdlog::level::level_enum> level =
+            ParseLogLevel(input);
+        return level.ok() ? std::string()
+                          : std::string(level.status().message());
+      },
+      "LEVEL");
+}
+
+// --name, with its help, its default shown and TERN_<NAME>.
+template <typename T>
+CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
+                  const std::string& help) {
+  return app->add_option("--" + name, *value, help)
+      ->envname("TERN_" + absl::AsciiStrToUpper(name))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void AddPsFlags(CLI::App* app, PsOptions* o) {
+  constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
+  Flag(app, "listen", &o->listen,
+       "host:port to serve on; port 0 picks a free port (see --port_file)")
+      ->check(HostPort());
+  Flag(app, "port_file", &o->port_file,
+       "file the bound port is written to once the shard serves (empty: "
+       "none)");
+  Flag(app, "shard_index", &o->shard_index,
+       "this shard's index in [0, num_shards)");
+  Flag(app, "num_shards", &o->num_shards, "number of parameter-server shards")
+      ->check(CLI::Range(1u, kU32Max));
+  Flag(app, "num_workers", &o->num_workers, "number of workers in the job")
+      ->check(CLI::Range(1u, kU32Max));
+  Flag(app, "barrier_timeout_s", &o->barrier_timeout_s,
+       "how long a join, scaler-sharing or push-pull call waits for the last "
+       "worker before it fails naming the missing ones; keep it below the "
+       "workers' --rpc_timeout_s")
+      ->check(FinitePositive());
+  Flag(app, "join_timeout_s", &o->join_timeout_s,
+       "how long the shard waits for all workers to join before it exits "
+       "(a transient failure: exit code 128)")
+      ->check(FinitePositive());
+  Flag(app, "max_message_mb", &o->max_message_mb,
+       "largest message sent or received, in MiB; the shard's part of the "
+       "model must fit in fp32")
+      ->check(CLI::Range(1u, kMaxMessageMb));
+  Flag(app, "log_level", &o->log_level,
+       "trace, debug (one line per step), info, warn, error, critical or off")
+      ->check(LogLevel());
+}
+
+absl::Status ValidatePsOptions(const PsOptions& o) {
+  if (!IsHostPort(o.listen)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen: '", o.listen, "' is not of the form host:port"));
+  }
+  if (o.num_shards == 0) {
+    return absl::InvalidArgumentError("--num_shards must be at least 1");
+  }
+  if (o.shard_index >= o.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard_index=", o.shard_index,
+                     " is not below --num_shards=", o.num_shards));
+  }
+  if (o.num_workers == 0) {
+    return absl::InvalidArgumentError("--num_workers must be at least 1");
+  }
+  if (!std::isfinite(o.barrier_timeout_s) || !(o.barrier_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "--barrier_timeout_s must be a finite number > 0");
+  }
+  if (!std::isfinite(o.join_timeout_s) || !(o.join_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "--join_timeout_s must be a finite number > 0");
+  }
+  if (o.max_message_mb == 0 || o.max_message_mb > kMaxMessageMb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_mb=", o.max_message_mb, " is not in [1, ",
+        kMaxMessageMb, "]"));
+  }
+  if (absl::StatusOr<spdlog::level::level_enum> level =
+          ParseLogLevel(o.log_level);
+      !level.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level: ", level.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tern::server

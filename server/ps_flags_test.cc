@@ -1,0 +1,135 @@
+#include "server/ps_flags.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tern::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Fresh options with the flags registered on a fresh app.
+struct Parsed {
+  PsOptions options;
+  CLI::App app{"tern ps"};
+  Parsed() { AddPsFlags(&app, &options); }
+  void Parse(const std::string& args) { app.parse(args, false); }
+};
+
+// An environment variable set for the lifetime of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
+  Parsed parsed;
+  const std::string help = parsed.app.help();
+  for (const char* name :
+       {"listen", "port_file", "shard_index", "num_shards", "num_workers",
+        "barrier_timeout_s", "join_timeout_s", "max_message_mb",
+        "log_level"}) {
+    const std::string flag = std::string("--") + name;
+    EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
+    std::string env = std::string("TERN_") + name;
+    for (char& c : env) c = static_cast<char>(std::toupper(c));
+    EXPECT_THAT(help, HasSubstr(env));
+  }
+  EXPECT_THAT(help, HasSubstr("127.0.0.1:50051"));  // defaults are shown
+}
+
+TEST(PsFlagsTest, DefaultsStayWhenNothingIsGiven) {
+  Parsed parsed;
+  parsed.Parse("");
+  const PsOptions defaults;
+  EXPECT_EQ(parsed.options.listen, defaults.listen);
+  EXPECT_EQ(parsed.options.barrier_timeout_s, defaults.barrier_timeout_s);
+  EXPECT_EQ(parsed.options.max_message_mb, 64u);
+  EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
+}
+
+TEST(PsFlagsTest, ParsesEveryFlag) {
+  Parsed parsed;
+  parsed.Parse(
+      "--listen=0.0.0.0:0 --port_file /tmp/p --shard_index 1 --num_shards=3 "
+      "--num_workers=8 --barrier_timeout_s=2.5 --join_timeout_s 30 "
+      "--max_message_mb=256 --log_level=debug");
+  const PsOptions& o = parsed.options;
+  EXPECT_EQ(o.listen, "0.0.0.0:0");
+  EXPECT_EQ(o.port_file, "/tmp/p");
+  EXPECT_EQ(o.shard_index, 1u);
+  EXPECT_EQ(o.num_shards, 3u);
+  EXPECT_EQ(o.num_workers, 8u);
+  EXPECT_EQ(o.barrier_timeout_s, 2.5);
+  EXPECT_EQ(o.join_timeout_s, 30);
+  EXPECT_EQ(o.max_message_mb, 256u);
+  EXPECT_EQ(o.log_level, "debug");
+  EXPECT_TRUE(ValidatePsOptions(o).ok());
+}
+
+TEST(PsFlagsTest, TheEnvironmentFillsInAndTheCommandLineWins) {
+  ScopedEnv workers("TERN_NUM_WORKERS", "6");
+  ScopedEnv timeout("TERN_BARRIER_TIMEOUT_S", "7");
+  Parsed parsed;
+  parsed.Parse("--barrier_timeout_s=9");
+  EXPECT_EQ(parsed.options.num_workers, 6u);
+  EXPECT_EQ(parsed.options.barrier_timeout_s, 9);
+}
+
+TEST(PsFlagsTest, OutOfRangeValuesAreRefusedNamingTheFlag) {
+  for (const char* args :
+       {"--num_workers=0", "--num_shards=0", "--barrier_timeout_s=0",
+        "--barrier_timeout_s=-1", "--barrier_timeout_s=nan",
+        "--join_timeout_s=inf", "--max_message_mb=0", "--max_message_mb=4096",
+        "--log_level=loud", "--listen=localhost", "--listen=:5",
+        "--shard_index=-1"}) {
+    Parsed parsed;
+    try {
+      parsed.Parse(args);
+      ADD_FAILURE() << args << " was accepted";
+    } catch (const CLI::ParseError& error) {
+      const std::string flag = std::string(args).substr(0, std::string(args).find('='));
+      EXPECT_THAT(error.what(), HasSubstr(flag)) << args;
+    }
+  }
+}
+
+TEST(PsFlagsTest, ValidateChecksWhatOneFlagCannot) {
+  PsOptions options;
+  options.num_shards = 2;
+  options.shard_index = 2;
+  absl::Status status = ValidatePsOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "--shard_index=2 is not below --num_shards=2");
+
+  options = PsOptions();
+  options.barrier_timeout_s = -1;
+  EXPECT_THAT(ValidatePsOptions(options).message(),
+              HasSubstr("--barrier_timeout_s"));
+  options = PsOptions();
+  options.num_workers = 0;
+  EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--num_workers"));
+  options = PsOptions();
+  options.max_message_mb = 5000;
+  EXPECT_THAT(ValidatePsOptions(options).message(),
+              HasSubstr("--max_message_mb"));
+  options = PsOptions();
+  options.log_level = "chatty";
+  EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--log_level"));
+  options = PsOptions();
+  options.listen = "nohost";
+  EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--listen"));
+}
+
+}  // namespace
+}  // namespace tern::server

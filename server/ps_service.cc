@@ -1,0 +1,95 @@
+#include "server/ps_service.h"
+
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "server/wire.h"
+
+namespace tern::server {
+namespace {
+
+// The completion of one call: fills the response with `fill` when the
+// aggregator's answer is OK, then finishes the call. The reactor and the
+// response stay valid until Finish (gRPC's callback API), which is the
+// last thing this does.
+template <typename Answer, typename Response, typename Fill>
+Callback<Answer> Finisher(grpc::ServerUnaryReactor* reactor,
+                          Response* response, Fill fill) {
+  return [reactor, response, fill](absl::StatusOr<Answer> answer) {
+    if (!answer.ok()) {
+      reactor->Finish(ToGrpcStatus(answer.status()));
+      return;
+    }
+    fill(*answer, response);
+    reactor->Finish(grpc::Status::OK);
+  };
+}
+
+}  // namespace
+
+PsService::PsService(Aggregator* aggregator, Logger logger)
+    : aggregator_(aggregator), logger_(std::move(logger)) {}
+
+grpc::ServerUnaryReactor* PsService::Join(grpc::CallbackServerContext* context,
+                                          const tern::v1::JoinRequest* request,
+                                          tern::v1::JoinResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
+  if (!join.ok()) {
+    logger_->warn("join of worker {} refused: {}", request->worker_id(),
+                  std::string(join.status().message()));
+    reactor->Finish(ToGrpcStatus(join.status()));
+    return reactor;
+  }
+  aggregator_->Join(*join, Finisher<JoinReply>(reactor, response, JoinToWire));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::ShareScalers(
+    grpc::CallbackServerContext* context,
+    const tern::v1::ShareScalersRequest* request,
+    tern::v1::ShareScalersResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  aggregator_->ShareScalers(
+      ScalersFromWire(*request),
+      Finisher<ScalerAnswer>(
+          reactor, response,
+          [](const ScalerAnswer& answer, tern::v1::ShareScalersResponse* out) {
+            ScalersToWire(*answer, out);
+          }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::PushPull(
+    grpc::CallbackServerContext* context,
+    const tern::v1::PushPullRequest* request,
+    tern::v1::PushPullResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<PushRequest> push = PushFromWire(*request);
+  if (!push.ok()) {
+    logger_->warn("push of worker {} for step {} refused: {}",
+                  request->worker_id(), request->step(),
+                  std::string(push.status().message()));
+    reactor->Finish(ToGrpcStatus(push.status()));
+    return reactor;
+  }
+  aggregator_->PushPull(
+      *push, Finisher<PushAnswer>(
+                 reactor, response,
+                 [](const PushAnswer& answer, tern::v1::PushPullResponse* out) {
+                   PushToWire(*answer, out);
+                 }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::CheckParams(
+    grpc::CallbackServerContext* context,
+    const tern::v1::CheckParamsRequest* request,
+    tern::v1::CheckParamsResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(aggregator_->CheckParams(
+      request->worker_id(), request->step(), request->param_checksum())));
+  return reactor;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,48 @@
+// The gRPC face of a parameter-server shard: tern.v1.ParameterServer over
+// the callback API, a thin adapter that turns protos into the plain types of
+// server/messages.h, calls the Aggregator and finishes each call when the
+// aggregator answers (for a barrier, later, from the thread that completes
+// it). Errors travel as the aggregator's absl::Status, code and message
+// intact (common/grpc_status.h).
+//
+// Ownership: the service borrows the aggregator, which must outlive the
+// gRPC server the service is registered with, and must be closed
+// (Aggregator::Close) before that server shuts down, so that no call waits
+// on a barrier while the server drains.
+#ifndef TERN_SERVER_PS_SERVICE_H_
+#define TERN_SERVER_PS_SERVICE_H_
+
+#include "common/logging.h"
+#include "server/aggregator.h"
+#include "tern/v1/parameter_server.grpc.pb.h"
+
+namespace tern::server {
+
+class PsService final : public tern::v1::ParameterServer::CallbackService {
+ public:
+  PsService(Aggregator* aggregator, Logger logger);
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const tern::v1::JoinRequest* request,
+                                 tern::v1::JoinResponse* response) override;
+  grpc::ServerUnaryReactor* ShareScalers(
+      grpc::CallbackServerContext* context,
+      const tern::v1::ShareScalersRequest* request,
+      tern::v1::ShareScalersResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(
+      grpc::CallbackServerContext* context,
+      const tern::v1::PushPullRequest* request,
+      tern::v1::PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* CheckParams(
+      grpc::CallbackServerContext* context,
+      const tern::v1::CheckParamsRequest* request,
+      tern::v1::CheckParamsResponse* response) override;
+
+ private:
+  Aggregator* const aggregator_;
+  const Logger logger_;
+};
+
+}  // namespace tern::server
+
+#endif  // TERN_SERVER_PS_SERVICE_H_

@@ -1,0 +1,155 @@
+#include "server/wire.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace tern::server {
+namespace {
+
+// The highest enum numbers the kernels know (kernels/payload.h).
+constexpr uint32_t kMaxCodec = static_cast<uint32_t>(kernels::CodecId::kInt8);
+constexpr uint32_t kMaxLayout =
+    static_cast<uint32_t>(kernels::Layout::kSumRadix);
+
+absl::StatusOr<kernels::CodecId> CodecFromWire(int value) {
+  if (value < 0 || static_cast<uint32_t>(value) > kMaxCodec) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown codec ", value));
+  }
+  return static_cast<kernels::CodecId>(value);
+}
+
+absl::StatusOr<kernels::Layout> LayoutFromWire(int value) {
+  if (value < 0 || static_cast<uint32_t>(value) > kMaxLayout) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown layout ", value));
+  }
+  return static_cast<kernels::Layout>(value);
+}
+
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(),
+                      absl::StrCat(prefix, ": ", status.message()));
+}
+
+absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
+  RunConfig config;
+  config.run_id = wire.run_id();
+  config.num_workers = wire.num_workers();
+  config.num_shards = wire.num_shards();
+  config.partition_bytes = wire.partition_bytes();
+  config.seed = wire.seed();
+  TERN_ASSIGN_OR_RETURN(config.codec, CodecFromWire(wire.codec()));
+  TERN_ASSIGN_OR_RETURN(config.push_layout, LayoutFromWire(wire.push_layout()));
+  TERN_ASSIGN_OR_RETURN(config.pull_layout, LayoutFromWire(wire.pull_layout()));
+  config.clip = wire.clip();
+  config.fp32_chunk_keys.assign(wire.fp32_chunk_keys().begin(),
+                                wire.fp32_chunk_keys().end());
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<kernels::Payload> PayloadFromWire(const tern::v1::Payload& wire) {
+  kernels::Payload payload;
+  TERN_ASSIGN_OR_RETURN(payload.codec, CodecFromWire(wire.codec()));
+  TERN_ASSIGN_OR_RETURN(payload.layout, LayoutFromWire(wire.layout()));
+  payload.format_version = wire.format_version();
+  payload.num_elements = wire.num_elements();
+  payload.num_summands = wire.num_summands();
+  payload.scalers.assign(wire.scalers().begin(), wire.scalers().end());
+  payload.data = wire.data();
+  return payload;
+}
+
+void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
+  out->set_codec(static_cast<tern::v1::Codec>(payload.codec));
+  out->set_layout(static_cast<tern::v1::Layout>(payload.layout));
+  out->set_format_version(payload.format_version);
+  out->set_num_elements(payload.num_elements);
+  out->set_num_summands(payload.num_summands);
+  out->mutable_scalers()->Assign(payload.scalers.begin(),
+                                 payload.scalers.end());
+  out->set_data(payload.data);
+}
+
+absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire) {
+  JoinRequest request;
+  request.worker_id = wire.worker_id();
+  request.shard_index = wire.shard_index();
+  absl::StatusOr<RunConfig> config = ConfigFromWire(wire.config());
+  if (!config.ok()) return Prefixed(config.status(), "run config");
+  request.config = *std::move(config);
+  request.tensors.reserve(wire.param_spec().tensors_size());
+  for (const tern::v1::TensorSpec& tensor : wire.param_spec().tensors()) {
+    if (tensor.dtype() != tern::v1::DTYPE_FLOAT32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", tensor.name(), "': dtype ", tensor.dtype(),
+          " is not supported (only DTYPE_FLOAT32 tensors are trained)"));
+    }
+    request.tensors.push_back(TensorSpec{
+        tensor.name(), {tensor.shape().begin(), tensor.shape().end()}});
+  }
+  request.param_spec_hash = wire.param_spec_hash();
+  request.param_checksum = wire.param_checksum();
+  return request;
+}
+
+ScalerRequest ScalersFromWire(
+    const tern::v1::ShareScalersRequest& wire) {
+  ScalerRequest request;
+  request.worker_id = wire.worker_id();
+  request.step = wire.step();
+  request.scalers.reserve(wire.scalers_size());
+  for (const tern::v1::ChunkScaler& scaler : wire.scalers()) {
+    request.scalers.push_back(ChunkScaler{scaler.chunk_key(), scaler.scaler()});
+  }
+  return request;
+}
+
+absl::StatusOr<PushRequest> PushFromWire(const tern::v1::PushPullRequest& wire) {
+  PushRequest request;
+  request.worker_id = wire.worker_id();
+  request.step = wire.step();
+  request.chunks.reserve(wire.chunks_size());
+  for (const tern::v1::ChunkPayload& chunk : wire.chunks()) {
+    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    if (!payload.ok()) {
+      return Prefixed(payload.status(),
+                      absl::StrCat("step ", wire.step(), ": chunk ",
+                                   chunk.chunk_key(), " of worker ",
+                                   wire.worker_id()));
+    }
+    request.chunks.push_back(ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+  }
+  return request;
+}
+
+void JoinToWire(const JoinReply& reply, tern::v1::JoinResponse* out) {
+  out->set_shard_index(reply.shard_index);
+  out->set_next_step(reply.next_step);
+  out->mutable_chunk_keys()->Assign(reply.chunk_keys.begin(),
+                                    reply.chunk_keys.end());
+}
+
+void ScalersToWire(const ScalerReply& reply,
+                   tern::v1::ShareScalersResponse* out) {
+  out->set_step(reply.step);
+  for (const ChunkScaler& scaler : reply.scalers) {
+    tern::v1::ChunkScaler* wire = out->add_scalers();
+    wire->set_chunk_key(scaler.chunk_key);
+    wire->set_scaler(scaler.scaler);
+  }
+}
+
+void PushToWire(const PushReply& reply, tern::v1::PushPullResponse* out) {
+  out->set_step(reply.step);
+  for (const ChunkPayload& chunk : reply.chunks) {
+    tern::v1::ChunkPayload* wire = out->add_chunks();
+    wire->set_chunk_key(chunk.chunk_key);
+    PayloadToWire(chunk.payload, wire->mutable_payload());
+  }
+}
+
+}  // namespace tern::server

@@ -1,0 +1,155 @@
+#include "tern/launch.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/civil_time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tern {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Parses `args` (after the program name) with the launch flags.
+class LaunchFlagsTest : public ::testing::Test {
+ protected:
+  void Parse(std::vector<std::string> args) {
+    app_ = std::make_unique<CLI::App>("test", "tern-launch");
+    AddLaunchFlags(app_.get(), &options_);
+    args.insert(args.begin(), "tern-launch");
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    app_->parse(static_cast<int>(argv.size()), argv.data());
+  }
+
+  std::unique_ptr<CLI::App> app_;
+  LaunchOptions options_;
+};
+
+TEST_F(LaunchFlagsTest, DefaultsPassNoWorkerFlags) {
+  Parse({});
+  EXPECT_EQ(options_.shards, 1u);
+  EXPECT_EQ(options_.workers, 2u);
+  EXPECT_THAT(options_.worker_args, IsEmpty());
+}
+
+TEST_F(LaunchFlagsTest, WorkerFlagsGoToEveryWorkerVerbatim) {
+  Parse({"--shards", "2", "--workers=3", "--steps=40", "--model", "lenet",
+         "--dataset=synthetic", "--fp32_tensors=fc2.weight,fc2.bias",
+         "--out_dir=/tmp/x", "--lr=0.05"});
+  EXPECT_EQ(options_.shards, 2u);
+  EXPECT_EQ(options_.workers, 3u);
+  EXPECT_EQ(options_.out_dir, "/tmp/x");
+  EXPECT_EQ(options_.job.steps, 40u);
+  // In definition order (worker/worker_flags.cc), launch's flags excluded.
+  EXPECT_THAT(options_.worker_args,
+              ElementsAre("--model=lenet", "--dataset=synthetic",
+                          "--steps=40", "--lr=0.05",
+                          "--fp32_tensors=fc2.weight",
+                          "--fp32_tensors=fc2.bias"));
+
+  const std::vector<std::string> worker = WorkerArgs(
+      options_, 2, {"127.0.0.1:5000", "127.0.0.1:5001"}, "/tmp/x/w2.jsonl");
+  EXPECT_THAT(worker,
+              ElementsAre("worker", "--model=lenet", "--dataset=synthetic",
+                          "--steps=40", "--lr=0.05",
+                          "--fp32_tensors=fc2.weight",
+                          "--fp32_tensors=fc2.bias",
+                          "--ps=127.0.0.1:5000,127.0.0.1:5001",
+                          "--num_workers=3", "--worker_id=2",
+                          "--metrics_out=/tmp/x/w2.jsonl"));
+}
+
+TEST_F(LaunchFlagsTest, WorkerFlagsFromTheEnvironmentArePassedToo) {
+  ::setenv("TERN_BATCH_SIZE", "16", 1);
+  ::setenv("TERN_WORKERS", "4", 1);
+  Parse({"--steps=5"});
+  ::unsetenv("TERN_BATCH_SIZE");
+  ::unsetenv("TERN_WORKERS");
+  EXPECT_EQ(options_.workers, 4u);
+  EXPECT_THAT(options_.worker_args,
+              ElementsAre("--batch_size=16", "--steps=5"));
+}
+
+TEST_F(LaunchFlagsTest, ShardArgs) {
+  Parse({"--shards=3", "--workers=5", "--log_level=debug"});
+  EXPECT_THAT(ShardArgs(options_, 1, "/o/ps-1.port"),
+              ElementsAre("ps", "--listen=127.0.0.1:0",
+                          "--port_file=/o/ps-1.port", "--shard_index=1",
+                          "--num_shards=3", "--num_workers=5",
+                          "--log_level=debug"));
+}
+
+TEST_F(LaunchFlagsTest, FlagsLaunchSetsItselfAreRejected) {
+  for (const char* flag : kLaunchOwnedWorkerFlags) {
+    SCOPED_TRACE(flag);
+    LaunchOptions options;
+    CLI::App app("test", "tern-launch");
+    AddLaunchFlags(&app, &options);
+    EXPECT_EQ(app.get_option_no_throw(std::string("--") + flag), nullptr);
+    std::string arg = std::string("--") + flag + "=1";
+    std::vector<char*> argv = {const_cast<char*>("tern-launch"), arg.data()};
+    EXPECT_THROW(app.parse(2, argv.data()), CLI::ExtrasError);
+  }
+}
+
+TEST_F(LaunchFlagsTest, BadValuesNameTheFlag) {
+  try {
+    Parse({"--batch_size=0"});
+    FAIL() << "parsed";
+  } catch (const CLI::ParseError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("--batch_size"));
+  }
+  try {
+    Parse({"--shards=0"});
+    FAIL() << "parsed";
+  } catch (const CLI::ParseError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("--shards"));
+  }
+}
+
+TEST_F(LaunchFlagsTest, ValidationSeesLaunchsClusterFlags) {
+  Parse({"--workers=3"});
+  EXPECT_TRUE(ValidateLaunchOptions(options_).ok());
+  options_.job.momentum = 2;  // a value no flag check would let through
+  absl::Status status = ValidateLaunchOptions(options_);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--momentum"));
+}
+
+ChildExit Exited(int code) { return ChildExit{W_EXITCODE(code, 0)}; }
+ChildExit Killed(int signal) { return ChildExit{W_EXITCODE(0, signal)}; }
+
+TEST(ExitCodeForTest, KubernetesClasses) {
+  EXPECT_EQ(ExitCodeFor(Exited(0)), 0);
+  EXPECT_EQ(ExitCodeFor(Exited(1)), 1);
+  EXPECT_EQ(ExitCodeFor(Exited(2)), 1);
+  EXPECT_EQ(ExitCodeFor(Exited(127)), 1);
+  EXPECT_EQ(ExitCodeFor(Exited(128)), 128);
+  EXPECT_EQ(ExitCodeFor(Exited(143)), 143);
+  EXPECT_EQ(ExitCodeFor(Killed(SIGKILL)), 137);
+  EXPECT_EQ(ExitCodeFor(Killed(SIGSEGV)), 139);
+  EXPECT_TRUE(Killed(SIGTERM).signaled());
+  EXPECT_EQ(Killed(SIGTERM).Describe(),
+            absl::StrCat("killed by signal 15 (", strsignal(SIGTERM), ")"));
+}
+
+TEST(DefaultOutDirTest, UtcTimestamp) {
+  const absl::Time t = absl::FromCivil(absl::CivilSecond(2024, 1, 31, 23, 59, 58),
+                                       absl::UTCTimeZone());
+  EXPECT_EQ(DefaultOutDir(t), "runs/20240131-235958Z");
+}
+
+}  // namespace
+}  // namespace tern

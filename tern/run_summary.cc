@@ -1,0 +1,251 @@
+#include "tern/run_summary.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace tern {
+namespace {
+
+// JSON text of a string: quotes, backslashes and control characters escaped.
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// JSON has no NaN or infinity: those become null.
+std::string JsonNumber(double value) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.10g", value);
+}
+
+std::string JsonNumber(const std::optional<double>& value) {
+  return value.has_value() ? JsonNumber(*value) : "null";
+}
+
+// Writes the members of one object in the order they are added.
+class JsonObject {
+ public:
+  JsonObject& Raw(absl::string_view key, absl::string_view json) {
+    absl::StrAppend(&text_, text_.empty() ? "{\n  " : ",\n  ", JsonString(key),
+                    ": ", json);
+    return *this;
+  }
+  std::string Done() const { return text_.empty() ? "{}" : text_ + "\n}"; }
+
+ private:
+  std::string text_;
+};
+
+// 1536 -> "1.50 KiB".
+std::string Bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrFormat("%.0f B", bytes)
+                   : absl::StrFormat("%.2f %s", bytes, units[unit]);
+}
+
+double Ratio(double numerator, double denominator) {
+  return denominator > 0 ? numerator / denominator : 0;
+}
+
+}  // namespace
+
+TrainingSummary Summarize(
+    const std::vector<std::vector<MetricsRecord>>& per_worker) {
+  TrainingSummary summary;
+  double records = 0;
+  for (const std::vector<MetricsRecord>& worker : per_worker) {
+    std::string checksum;
+    if (!worker.empty()) {
+      ++summary.workers_reporting;
+      if (worker.back().final) {
+        ++summary.workers_finished;
+        checksum = worker.back().param_checksum.value_or("");
+      }
+    }
+    summary.final_checksums.push_back(checksum);
+    for (const MetricsRecord& record : worker) {
+      records += 1;
+      summary.push_bytes_per_step += record.push_bytes;
+      summary.pull_bytes_per_step += record.pull_bytes;
+      summary.push_msg_bytes_per_step += record.push_msg_bytes;
+      summary.pull_msg_bytes_per_step += record.pull_msg_bytes;
+      summary.fp32_bytes_per_step += record.fp32_bytes;
+    }
+  }
+  if (records > 0) {
+    summary.push_bytes_per_step /= records;
+    summary.pull_bytes_per_step /= records;
+    summary.push_msg_bytes_per_step /= records;
+    summary.pull_msg_bytes_per_step /= records;
+    summary.fp32_bytes_per_step /= records;
+  }
+  summary.push_ratio_vs_fp32 =
+      Ratio(summary.fp32_bytes_per_step, summary.push_bytes_per_step);
+  summary.pull_ratio_vs_fp32 =
+      Ratio(summary.fp32_bytes_per_step, summary.pull_bytes_per_step);
+
+  summary.checksums_agree = !per_worker.empty();
+  for (const std::string& checksum : summary.final_checksums) {
+    if (checksum.empty() || checksum != summary.final_checksums.front()) {
+      summary.checksums_agree = false;
+    }
+  }
+
+  if (!per_worker.empty() && !per_worker.front().empty()) {
+    const std::vector<MetricsRecord>& reference = per_worker.front();
+    const MetricsRecord& last = reference.back();
+    summary.steps = last.step + 1;
+    summary.train_s = last.wall_s;
+    summary.steps_per_s = Ratio(static_cast<double>(summary.steps),
+                                summary.train_s);
+    summary.final_loss = last.loss;
+    // The final record always carries an evaluation; a run that stopped
+    // early reports its latest one.
+    for (auto it = reference.rbegin(); it != reference.rend(); ++it) {
+      if (it->test_accuracy.has_value()) {
+        summary.final_test_accuracy = it->test_accuracy;
+        summary.final_test_loss = it->test_loss;
+        break;
+      }
+    }
+  }
+  return summary;
+}
+
+std::string SummaryJson(const LaunchOutcome& outcome,
+                        const TrainingSummary& training) {
+  std::vector<std::string> checksums;
+  for (const std::string& checksum : training.final_checksums) {
+    checksums.push_back(checksum.empty() ? "null" : JsonString(checksum));
+  }
+  std::vector<std::string> children;
+  for (const auto& [name, exit] : outcome.children) {
+    children.push_back(absl::StrCat("{\"name\": ", JsonString(name),
+                                    ", \"exit\": ", JsonString(exit), "}"));
+  }
+  return JsonObject()
+             .Raw("status", JsonString(outcome.status))
+             .Raw("exit_code", absl::StrCat(outcome.exit_code))
+             .Raw("failed_child", JsonString(outcome.failed_child))
+             .Raw("failure", JsonString(outcome.failure))
+             .Raw("out_dir", JsonString(outcome.out_dir))
+             .Raw("shards", absl::StrCat(outcome.shards))
+             .Raw("workers", absl::StrCat(outcome.workers))
+             .Raw("total_steps", absl::StrCat(outcome.total_steps))
+             .Raw("wall_s", JsonNumber(outcome.wall_s))
+             .Raw("workers_reporting", absl::StrCat(training.workers_reporting))
+             .Raw("workers_finished", absl::StrCat(training.workers_finished))
+             .Raw("steps", absl::StrCat(training.steps))
+             .Raw("train_s", JsonNumber(training.train_s))
+             .Raw("steps_per_s", JsonNumber(training.steps_per_s))
+             .Raw("final_loss", JsonNumber(training.final_loss))
+             .Raw("final_test_accuracy",
+                  JsonNumber(training.final_test_accuracy))
+             .Raw("final_test_loss", JsonNumber(training.final_test_loss))
+             .Raw("push_bytes_per_step",
+                  JsonNumber(training.push_bytes_per_step))
+             .Raw("pull_bytes_per_step",
+                  JsonNumber(training.pull_bytes_per_step))
+             .Raw("push_msg_bytes_per_step",
+                  JsonNumber(training.push_msg_bytes_per_step))
+             .Raw("pull_msg_bytes_per_step",
+                  JsonNumber(training.pull_msg_bytes_per_step))
+             .Raw("fp32_bytes_per_step",
+                  JsonNumber(training.fp32_bytes_per_step))
+             .Raw("push_ratio_vs_fp32", JsonNumber(training.push_ratio_vs_fp32))
+             .Raw("pull_ratio_vs_fp32", JsonNumber(training.pull_ratio_vs_fp32))
+             .Raw("param_checksums",
+                  absl::StrCat("[", absl::StrJoin(checksums, ", "), "]"))
+             .Raw("checksums_agree", training.checksums_agree ? "true" : "false")
+             .Raw("children",
+                  absl::StrCat("[", absl::StrJoin(children, ", "), "]"))
+             .Done() +
+         "\n";
+}
+
+std::string SummaryText(const LaunchOutcome& outcome,
+                        const TrainingSummary& training) {
+  std::string text = absl::StrCat("tern launch: ", outcome.status, " (exit ",
+                                  outcome.exit_code, "), output in ",
+                                  outcome.out_dir, "\n");
+  if (!outcome.failure.empty()) {
+    absl::StrAppend(&text, "  stopped by      ",
+                    outcome.failed_child.empty() ? "" : outcome.failed_child,
+                    outcome.failed_child.empty() ? "" : ": ", outcome.failure,
+                    "\n");
+  }
+  absl::StrAppendFormat(
+      &text, "  workers         %u of %u finished, %u shard(s)\n",
+      training.workers_finished, outcome.workers, outcome.shards);
+  absl::StrAppendFormat(&text,
+                        "  steps           %u of %u in %.1f s (%.2f steps/s)\n",
+                        training.steps, outcome.total_steps, training.train_s,
+                        training.steps_per_s);
+  if (training.final_test_accuracy.has_value()) {
+    absl::StrAppendFormat(&text, "  test accuracy   %.2f%% (test loss %.4f)\n",
+                          100 * *training.final_test_accuracy,
+                          training.final_test_loss.value_or(NAN));
+  }
+  if (training.final_loss.has_value()) {
+    absl::StrAppendFormat(&text, "  last loss       %.4f\n",
+                          *training.final_loss);
+  }
+  if (training.workers_reporting > 0) {
+    absl::StrAppendFormat(
+        &text, "  push per step   %s (%.2fx less than fp32's %s), %s on the "
+               "wire\n",
+        Bytes(training.push_bytes_per_step), training.push_ratio_vs_fp32,
+        Bytes(training.fp32_bytes_per_step),
+        Bytes(training.push_msg_bytes_per_step));
+    absl::StrAppendFormat(
+        &text, "  pull per step   %s (%.2fx less than fp32), %s on the wire\n",
+        Bytes(training.pull_bytes_per_step), training.pull_ratio_vs_fp32,
+        Bytes(training.pull_msg_bytes_per_step));
+    absl::StrAppend(
+        &text, "  replicas        ",
+        training.checksums_agree
+            ? absl::StrCat("identical (param_checksum ",
+                           training.final_checksums.front(), ")")
+            : absl::StrCat("NOT confirmed identical: final checksums [",
+                           absl::StrJoin(training.final_checksums, ", ",
+                                         [](std::string* out,
+                                            const std::string& c) {
+                                           out->append(c.empty() ? "none" : c);
+                                         }),
+                           "]"),
+        "\n");
+  }
+  return text;
+}
+
+}  // namespace tern

@@ -1,0 +1,80 @@
+// The summary `tern launch` prints and writes to OUT/summary.json when a run
+// ends: accuracy, speed, bytes on the wire per step against fp32 (the
+// compression TernGrad buys, Wen et al. 2017 section 5), and whether every
+// worker ended with the same parameters (parameter localization, DESIGN
+// section 3).
+#ifndef TERN_TERN_RUN_SUMMARY_H_
+#define TERN_TERN_RUN_SUMMARY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tern/metrics_file.h"
+
+namespace tern {
+
+// What the workers' records say.
+struct TrainingSummary {
+  // Workers that wrote at least one record / a final record.
+  uint32_t workers_reporting = 0;
+  uint32_t workers_finished = 0;
+  // From worker 0 (the reference replica): steps completed, seconds of
+  // training, and steps per second (synchronous steps: every worker makes
+  // the same number).
+  uint64_t steps = 0;
+  double train_s = 0;
+  double steps_per_s = 0;
+  std::optional<double> final_loss;
+  std::optional<double> final_test_accuracy;
+  std::optional<double> final_test_loss;
+  // Means over every step of every worker (one record = one worker's step).
+  double push_bytes_per_step = 0;
+  double pull_bytes_per_step = 0;
+  double push_msg_bytes_per_step = 0;
+  double pull_msg_bytes_per_step = 0;
+  double fp32_bytes_per_step = 0;
+  // fp32 bytes / codec bytes (0 when nothing was sent).
+  double push_ratio_vs_fp32 = 0;
+  double pull_ratio_vs_fp32 = 0;
+  // Each worker's checksum on its final record ("" when it has none).
+  std::vector<std::string> final_checksums;
+  // True when every worker has a final checksum and they are all equal.
+  bool checksums_agree = false;
+};
+
+// `per_worker[i]` holds worker i's records in file order.
+TrainingSummary Summarize(
+    const std::vector<std::vector<MetricsRecord>>& per_worker);
+
+// What happened to the processes.
+struct LaunchOutcome {
+  // "ok", "failed" or "interrupted".
+  std::string status = "ok";
+  int exit_code = 0;
+  // The child whose failure stopped the run and why ("worker/1",
+  // "exit code 1"), or launch's own reason; empty when ok.
+  std::string failed_child;
+  std::string failure;
+  std::string out_dir;
+  uint32_t shards = 0;
+  uint32_t workers = 0;
+  uint64_t total_steps = 0;
+  double wall_s = 0;
+  // Every child's name and how it ended, in start order.
+  std::vector<std::pair<std::string, std::string>> children;
+};
+
+// OUT/summary.json: one JSON object (keys in a fixed order).
+std::string SummaryJson(const LaunchOutcome& outcome,
+                        const TrainingSummary& training);
+
+// The human-readable block printed at the end of a run.
+std::string SummaryText(const LaunchOutcome& outcome,
+                        const TrainingSummary& training);
+
+}  // namespace tern
+
+#endif  // TERN_TERN_RUN_SUMMARY_H_

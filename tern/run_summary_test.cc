@@ -1,0 +1,155 @@
+#include "tern/run_summary.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tern {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A worker's run of `steps` steps; push and pull bytes change from step to
+// step so that a mean differs from the first or last value.
+std::vector<MetricsRecord> WorkerRun(uint32_t worker, uint64_t steps,
+                               const std::string& checksum) {
+  std::vector<MetricsRecord> records;
+  for (uint64_t step = 0; step < steps; ++step) {
+    MetricsRecord r;
+    r.worker = worker;
+    r.step = step;
+    r.loss = 2.0 - 0.1 * step;
+    r.push_bytes = 100 + 10 * step;
+    r.pull_bytes = 200 + 20 * step;
+    r.push_msg_bytes = r.push_bytes + 50;
+    r.pull_msg_bytes = r.pull_bytes + 60;
+    r.fp32_bytes = 1600;
+    r.wall_s = 0.5 * (step + 1);
+    records.push_back(r);
+  }
+  records[steps / 2].test_accuracy = 0.5;
+  records[steps / 2].test_loss = 1.5;
+  records.back().test_accuracy = 0.75;
+  records.back().test_loss = 0.8;
+  records.back().param_checksum = checksum;
+  records.back().final = true;
+  return records;
+}
+
+TEST(SummarizeTest, MeansRatiosAndAgreement) {
+  const TrainingSummary s =
+      Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab"), WorkerRun(2, 4, "0xab")});
+  EXPECT_EQ(s.workers_reporting, 3u);
+  EXPECT_EQ(s.workers_finished, 3u);
+  EXPECT_EQ(s.steps, 4u);
+  EXPECT_DOUBLE_EQ(s.train_s, 2.0);
+  EXPECT_DOUBLE_EQ(s.steps_per_s, 2.0);
+  EXPECT_EQ(s.final_test_accuracy, 0.75);
+  EXPECT_EQ(s.final_test_loss, 0.8);
+  ASSERT_TRUE(s.final_loss.has_value());
+  EXPECT_DOUBLE_EQ(*s.final_loss, 1.7);
+  // Push bytes 100, 110, 120, 130 -> mean 115; pull 200..260 -> 230.
+  EXPECT_DOUBLE_EQ(s.push_bytes_per_step, 115);
+  EXPECT_DOUBLE_EQ(s.pull_bytes_per_step, 230);
+  EXPECT_DOUBLE_EQ(s.push_msg_bytes_per_step, 165);
+  EXPECT_DOUBLE_EQ(s.pull_msg_bytes_per_step, 290);
+  EXPECT_DOUBLE_EQ(s.fp32_bytes_per_step, 1600);
+  EXPECT_DOUBLE_EQ(s.push_ratio_vs_fp32, 1600 / 115.0);
+  EXPECT_DOUBLE_EQ(s.pull_ratio_vs_fp32, 1600 / 230.0);
+  EXPECT_THAT(s.final_checksums, ElementsAre("0xab", "0xab", "0xab"));
+  EXPECT_TRUE(s.checksums_agree);
+}
+
+TEST(SummarizeTest, MeansWeighEveryRecordOfEveryWorker) {
+  // Worker 1 stopped after 2 steps: the mean is over 4 + 2 records.
+  std::vector<MetricsRecord> short_run = WorkerRun(1, 4, "0xab");
+  short_run.resize(2);
+  const TrainingSummary s = Summarize({WorkerRun(0, 4, "0xab"), short_run});
+  EXPECT_DOUBLE_EQ(s.push_bytes_per_step,
+                   (100 + 110 + 120 + 130 + 100 + 110) / 6.0);
+  EXPECT_EQ(s.workers_reporting, 2u);
+  EXPECT_EQ(s.workers_finished, 1u);
+  EXPECT_FALSE(s.checksums_agree);
+  EXPECT_THAT(s.final_checksums, ElementsAre("0xab", ""));
+}
+
+TEST(SummarizeTest, DifferentChecksumsDisagree) {
+  const TrainingSummary s = Summarize({WorkerRun(0, 2, "0x1"), WorkerRun(1, 2, "0x2")});
+  EXPECT_FALSE(s.checksums_agree);
+}
+
+TEST(SummarizeTest, AnEarlyStopReportsTheLatestEvaluation) {
+  std::vector<MetricsRecord> run = WorkerRun(0, 6, "0x1");
+  run.resize(5);  // the final record is missing; step 3 had an evaluation
+  const TrainingSummary s = Summarize({run});
+  EXPECT_EQ(s.steps, 5u);
+  EXPECT_EQ(s.final_test_accuracy, 0.5);
+  EXPECT_EQ(s.workers_finished, 0u);
+}
+
+TEST(SummarizeTest, NothingReported) {
+  const TrainingSummary s = Summarize({{}, {}});
+  EXPECT_EQ(s.workers_reporting, 0u);
+  EXPECT_EQ(s.steps, 0u);
+  EXPECT_EQ(s.push_ratio_vs_fp32, 0);
+  EXPECT_FALSE(s.checksums_agree);
+  EXPECT_FALSE(s.final_test_accuracy.has_value());
+}
+
+TEST(SummaryJsonTest, WritesEveryFieldAndEscapes) {
+  LaunchOutcome outcome;
+  outcome.status = "failed";
+  outcome.exit_code = 1;
+  outcome.failed_child = "worker/1";
+  outcome.failure = "exit code 1";
+  outcome.out_dir = "runs/a \"quoted\"\\dir";
+  outcome.shards = 2;
+  outcome.workers = 2;
+  outcome.total_steps = 4;
+  outcome.children = {{"ps/0", "killed by signal 15 (Terminated)"}};
+  const std::string json =
+      SummaryJson(outcome, Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")}));
+  EXPECT_THAT(json, HasSubstr(R"("status": "failed")"));
+  EXPECT_THAT(json, HasSubstr(R"("exit_code": 1)"));
+  EXPECT_THAT(json, HasSubstr(R"("failed_child": "worker/1")"));
+  EXPECT_THAT(json, HasSubstr(R"("out_dir": "runs/a \"quoted\"\\dir")"));
+  EXPECT_THAT(json, HasSubstr(R"("final_test_accuracy": 0.75)"));
+  EXPECT_THAT(json, HasSubstr(R"("push_bytes_per_step": 115)"));
+  EXPECT_THAT(json, HasSubstr(R"("push_ratio_vs_fp32": 13.91304348)"));
+  EXPECT_THAT(json, HasSubstr(R"("param_checksums": ["0xab", "0xab"])"));
+  EXPECT_THAT(json, HasSubstr(R"("checksums_agree": true)"));
+  EXPECT_THAT(json, HasSubstr(R"j("children": [{"name": "ps/0", "exit": )j"
+                              R"j("killed by signal 15 (Terminated)"}])j"));
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.substr(json.size() - 2), "}\n");
+}
+
+TEST(SummaryJsonTest, MissingValuesAreNull) {
+  const std::string json = SummaryJson(LaunchOutcome(), Summarize({{}}));
+  EXPECT_THAT(json, HasSubstr(R"("final_test_accuracy": null)"));
+  EXPECT_THAT(json, HasSubstr(R"("final_loss": null)"));
+  EXPECT_THAT(json, HasSubstr(R"("param_checksums": [null])"));
+  EXPECT_THAT(json, HasSubstr(R"("checksums_agree": false)"));
+}
+
+TEST(SummaryTextTest, SaysWhatAHumanNeeds) {
+  LaunchOutcome outcome;
+  outcome.out_dir = "runs/x";
+  outcome.shards = 2;
+  outcome.workers = 2;
+  outcome.total_steps = 4;
+  const std::string text =
+      SummaryText(outcome, Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")}));
+  EXPECT_THAT(text, HasSubstr("tern launch: ok (exit 0), output in runs/x"));
+  EXPECT_THAT(text, HasSubstr("2 of 2 finished"));
+  EXPECT_THAT(text, HasSubstr("4 of 4 in 2.0 s (2.00 steps/s)"));
+  EXPECT_THAT(text, HasSubstr("test accuracy   75.00%"));
+  EXPECT_THAT(text, HasSubstr("115 B (13.91x less than fp32's 1.56 KiB)"));
+  EXPECT_THAT(text, HasSubstr("identical (param_checksum 0xab)"));
+}
+
+}  // namespace
+}  // namespace tern

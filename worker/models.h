@@ -1,0 +1,68 @@
+// The classifiers a worker trains (DESIGN section 1: worker/ holds the
+// models). Each is the network a paper tern reproduces used, adapted to the
+// dataset's input shape:
+//
+//   "lenet"    the LeNet of TernGrad's MNIST experiments (Wen et al. 2017,
+//              Sec. 4.1, Fig. 3) in the widths of TensorFlow's LeNet-5-like
+//              MNIST example: two 5x5 convolutions (32, 64 channels, "same"
+//              padding) with ReLU and 2x2 max pooling, a 1024-unit ReLU layer
+//              and the classifier. (TernGrad's own code trains the same
+//              structure in Caffe's widths, 20 / 50 / 500.)
+//   "mlp"      Dryden et al. 2016 (Sec. 4) and Aji & Heafield 2017 (Sec. 5):
+//              three fully connected ReLU layers of 4096 units and the
+//              classifier.
+//   "cifarnet" the ConvNet TernGrad trains on CIFAR-10 (Wen et al. 2017,
+//              Sec. 4.1, Table 1; TensorFlow's CIFAR-10 example network):
+//              two 5x5x64 convolutions with ReLU, 3x3/2 max pooling and
+//              local response normalization, then fully connected layers of
+//              384 and 192 ReLU units and the classifier.
+//
+// Parameter names are stable and are the ParamSpec's (DESIGN section 2):
+// "conv1.weight", "conv1.bias", ... The classifier layer is named "logits" in
+// every model, so "logits.weight,logits.bias" keeps the last layer in fp32
+// whatever the model (TernGrad Sec. 4.2 keeps it unquantized).
+//
+// Initialization is libtorch's default for each layer (Kaiming-uniform
+// weights, uniform biases), drawn from libtorch's global generator: after
+// torch::manual_seed(s), MakeModel builds the same parameters bit for bit.
+//
+// Threads: a Model is a torch::nn::Module; like any module it is not safe to
+// train from two threads at once.
+#ifndef TERN_WORKER_MODELS_H_
+#define TERN_WORKER_MODELS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "torch/torch.h"
+
+namespace tern::worker {
+
+// The shape of one example and the number of classes.
+struct InputShape {
+  int64_t channels = 1, height = 28, width = 28, num_classes = 10;
+};
+
+// A classifier: forward(x [B,C,H,W] float32) -> logits [B, num_classes].
+class Model : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+};
+
+// "lenet" | "mlp" | "cifarnet" for inputs of shape `input`.
+// INVALID_ARGUMENT naming the valid names for any other name, and for a
+// shape with a non-positive field or too small for the model (LeNet needs
+// height and width of at least 4: two 2x2 poolings).
+absl::StatusOr<std::shared_ptr<Model>> MakeModel(absl::string_view name,
+                                                 const InputShape& input);
+
+// The names MakeModel accepts, in the order the help text lists them.
+std::vector<std::string> ModelNames();
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_MODELS_H_

@@ -1,0 +1,96 @@
+#include "worker/param_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "worker/fingerprint.h"
+
+namespace tern::worker {
+
+absl::StatusOr<ParamBuffer> ParamBuffer::Create(
+    const torch::nn::Module& module) {
+  ParamBuffer buffer;
+  uint64_t offset = 0;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& param = item.value();
+    if (param.scalar_type() != torch::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", item.key(),
+                       "' is not float32; tern's wire format carries float32 "
+                       "tensors only"));
+    }
+    if (!param.device().is_cpu()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", item.key(), "' is not on the CPU"));
+    }
+    if (!param.is_contiguous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", item.key(), "' is not contiguous"));
+    }
+    auto* tensor_spec = buffer.spec_.add_tensors();
+    tensor_spec->set_name(item.key());
+    for (const int64_t dim : param.sizes()) tensor_spec->add_shape(dim);
+    tensor_spec->set_dtype(tern::v1::DTYPE_FLOAT32);
+
+    const uint64_t elements = static_cast<uint64_t>(param.numel());
+    buffer.params_.push_back(param);
+    buffer.names_.push_back(item.key());
+    buffer.tensor_elements_.push_back(elements);
+    buffer.tensor_offsets_.push_back(offset);
+    offset += elements;
+  }
+  if (buffer.params_.empty()) {
+    return absl::InvalidArgumentError("the model has no parameters");
+  }
+  buffer.spec_hash_ = ParamSpecHash(buffer.spec_);
+  buffer.gradients_.assign(offset, 0.0f);
+  return buffer;
+}
+
+void ParamBuffer::GatherGradients() {
+  for (size_t t = 0; t < params_.size(); ++t) {
+    float* out = gradients_.data() + tensor_offsets_[t];
+    const uint64_t n = tensor_elements_[t];
+    const torch::Tensor& grad = params_[t].grad();
+    if (!grad.defined()) {
+      std::fill(out, out + n, 0.0f);
+      continue;
+    }
+    const torch::Tensor dense = grad.contiguous();
+    std::memcpy(out, dense.data_ptr<float>(), n * sizeof(float));
+  }
+}
+
+void ParamBuffer::ScatterGradients() {
+  for (size_t t = 0; t < params_.size(); ++t) {
+    torch::Tensor& param = params_[t];
+    if (!param.grad().defined() || !param.grad().is_contiguous()) {
+      param.mutable_grad() = torch::zeros_like(param);
+    }
+    std::memcpy(param.grad().data_ptr<float>(),
+                gradients_.data() + tensor_offsets_[t],
+                tensor_elements_[t] * sizeof(float));
+  }
+}
+
+absl::Span<float> ParamBuffer::ChunkGradients(const Chunk& chunk) {
+  return absl::MakeSpan(gradients_)
+      .subspan(chunk.flat_offset, chunk.num_elements);
+}
+
+absl::Span<const float> ParamBuffer::ChunkGradients(const Chunk& chunk) const {
+  return absl::MakeConstSpan(gradients_)
+      .subspan(chunk.flat_offset, chunk.num_elements);
+}
+
+uint64_t ParamBuffer::Checksum() const {
+  Fnv1a64 hash;
+  for (const torch::Tensor& param : params_) {
+    hash.Update(param.data_ptr<float>(),
+                static_cast<size_t>(param.numel()) * sizeof(float));
+  }
+  return hash.value();
+}
+
+}  // namespace tern::worker

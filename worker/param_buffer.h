@@ -1,0 +1,79 @@
+// A model's parameters as the wire sees them (DESIGN section 2): the
+// ParamSpec (name, shape, dtype of every tensor of named_parameters(), in
+// order), one contiguous float buffer holding all gradients laid out flat,
+// tensor after tensor (so a Chunk's flat_offset indexes it directly), and
+// the parameter checksum that proves replicas are bit-identical.
+//
+// Ownership and threads: a ParamBuffer holds handles to the module's
+// parameter tensors (they share storage with the module) and owns the flat
+// gradient buffer. It is not thread-safe; one training loop uses it.
+#ifndef TERN_WORKER_PARAM_BUFFER_H_
+#define TERN_WORKER_PARAM_BUFFER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/partitioner.h"
+#include "tern/v1/payload.pb.h"
+#include "torch/torch.h"
+
+namespace tern::worker {
+
+class ParamBuffer {
+ public:
+  // Takes the parameters of `module` in named_parameters() order.
+  // INVALID_ARGUMENT when a parameter is not a float32 CPU tensor or the
+  // module has no parameters.
+  static absl::StatusOr<ParamBuffer> Create(const torch::nn::Module& module);
+
+  ParamBuffer(ParamBuffer&&) = default;
+  ParamBuffer& operator=(ParamBuffer&&) = default;
+
+  const tern::v1::ParamSpec& spec() const { return spec_; }
+  // ParamSpecHash(spec()) (worker/fingerprint.h).
+  uint64_t spec_hash() const { return spec_hash_; }
+  const std::vector<std::string>& names() const { return names_; }
+  // Element counts of the tensors, in order: the input of Partition::Create.
+  const std::vector<uint64_t>& tensor_elements() const {
+    return tensor_elements_;
+  }
+  uint64_t total_elements() const { return gradients_.size(); }
+
+  // Copies every parameter's gradient into the flat buffer; a parameter
+  // without a gradient (unused in the forward pass) contributes zeros.
+  void GatherGradients();
+  // Writes the flat buffer into every parameter's gradient, allocating the
+  // gradient where it is undefined.
+  void ScatterGradients();
+
+  // The flat gradient buffer and the part of it one chunk covers. Views stay
+  // valid as long as this ParamBuffer lives and is not moved.
+  absl::Span<float> gradients() { return absl::MakeSpan(gradients_); }
+  absl::Span<float> ChunkGradients(const Chunk& chunk);
+  absl::Span<const float> ChunkGradients(const Chunk& chunk) const;
+
+  // FNV-1a 64 (worker/fingerprint.h) over the raw float32 bytes (the
+  // machine's byte order, little-endian on every platform tern runs on) of
+  // all parameters in named_parameters() order, each tensor in row-major
+  // order. Any change of any bit of any parameter changes it with
+  // overwhelming probability.
+  uint64_t Checksum() const;
+
+ private:
+  ParamBuffer() = default;
+
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<uint64_t> tensor_elements_;
+  std::vector<uint64_t> tensor_offsets_;
+  tern::v1::ParamSpec spec_;
+  uint64_t spec_hash_ = 0;
+  std::vector<float> gradients_;
+};
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_PARAM_BUFFER_H_

@@ -1,0 +1,276 @@
+#include "worker/ps_client.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace tern::worker {
+namespace {
+
+using tern::v1::CheckParamsRequest;
+using tern::v1::CheckParamsResponse;
+using tern::v1::JoinRequest;
+using tern::v1::JoinResponse;
+using tern::v1::PushPullRequest;
+using tern::v1::PushPullResponse;
+using tern::v1::ShareScalersRequest;
+using tern::v1::ShareScalersResponse;
+
+// How long past its deadline we wait for a call's completion before we
+// cancel it ourselves: gRPC enforces the deadline, this only bounds the wait
+// should the completion be late.
+constexpr absl::Duration kCompletionGrace = absl::Seconds(5);
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
+
+// One call of one attempt. Its address is the completion-queue tag.
+template <typename Response>
+struct Call {
+  size_t index = 0;  // position in the caller's request vector
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
+  Response response;
+  grpc::Status status;
+  bool done = false;
+};
+
+absl::Status ShardError(uint32_t shard, const std::string& name,
+                        const char* method, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("shard ", shard, " (", name, "): ", method,
+                                   ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<int> MessageBytesBound(const Partition& partition) {
+  constexpr uint64_t kPerChunk = 128;
+  constexpr uint64_t kSlack = 1 << 20;
+  uint64_t largest = 0;
+  for (uint32_t shard = 0; shard < partition.num_shards(); ++shard) {
+    const uint64_t bytes = partition.ShardElements(shard) * sizeof(float) +
+                           partition.ChunksOfShard(shard).size() * kPerChunk +
+                           kSlack;
+    largest = std::max(largest, bytes);
+  }
+  if (largest > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a shard's message would need ", largest,
+        " bytes, more than gRPC carries (2 GiB); use more shards"));
+  }
+  return static_cast<int>(largest);
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
+    const std::vector<std::string>& addresses, const PsClientOptions& options,
+    Logger logger) {
+  if (addresses.empty()) {
+    return absl::InvalidArgumentError(
+        "no parameter-server shards given (--ps host:port,...)");
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& address : addresses) {
+    if (address.empty()) {
+      return absl::InvalidArgumentError("an empty shard address in --ps");
+    }
+    channels.push_back(grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args));
+  }
+  return std::make_unique<PsClient>(addresses, std::move(channels), options,
+                                    std::move(logger));
+}
+
+PsClient::PsClient(std::vector<std::string> names,
+                   std::vector<std::shared_ptr<grpc::Channel>> channels,
+                   const PsClientOptions& options, Logger logger)
+    : names_(std::move(names)),
+      channels_(std::move(channels)),
+      options_(options),
+      logger_(std::move(logger)) {
+  for (const auto& channel : channels_) {
+    stubs_.push_back(tern::v1::ParameterServer::NewStub(channel));
+  }
+}
+
+template <typename Request, typename Response, typename Start>
+absl::StatusOr<std::vector<Response>> PsClient::FanOut(
+    const char* method, std::vector<ShardRequest<Request>> requests,
+    absl::Duration budget, bool retry_deadline, Start start) {
+  for (const auto& request : requests) {
+    if (request.shard >= stubs_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(method, " for shard ", request.shard, " but there are ",
+                       stubs_.size(), " shards"));
+    }
+  }
+  std::vector<Response> responses(requests.size());
+  std::vector<size_t> todo(requests.size());
+  for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
+
+  const absl::Time give_up = absl::Now() + budget;
+  absl::Duration backoff = kFirstBackoff;
+  for (int attempt = 1; !todo.empty(); ++attempt) {
+    // A completion queue of our own, polled by this thread: the calls, their
+    // contexts and responses live on this frame until every completion has
+    // been taken off the queue.
+    grpc::CompletionQueue queue;
+    const absl::Time attempt_start = absl::Now();
+    const absl::Time deadline =
+        std::min(give_up, absl::Now() + options_.rpc_timeout);
+    std::vector<std::unique_ptr<Call<Response>>> calls;
+    for (const size_t index : todo) {
+      auto call = std::make_unique<Call<Response>>();
+      call->index = index;
+      call->context.set_deadline(absl::ToChronoTime(deadline));
+      // Wait for the channel to connect (a shard starting up, a connection
+      // being re-established) instead of failing at once; the deadline
+      // bounds the wait.
+      call->context.set_wait_for_ready(true);
+      const ShardRequest<Request>& request = requests[index];
+      call->reader = start(stubs_[request.shard].get(), &call->context,
+                           request.request, &queue);
+      call->reader->Finish(&call->response, &call->status, call.get());
+      calls.push_back(std::move(call));
+    }
+
+    size_t pending = calls.size();
+    const absl::Time wait_until = deadline + kCompletionGrace;
+    while (pending > 0) {
+      void* tag = nullptr;
+      bool ok = false;
+      const auto next =
+          queue.AsyncNext(&tag, &ok, absl::ToChronoTime(wait_until));
+      if (next != grpc::CompletionQueue::GOT_EVENT) break;
+      static_cast<Call<Response>*>(tag)->done = true;
+      --pending;
+    }
+    const bool late = pending > 0;
+    if (late) {
+      // gRPC missed its own deadline; cancelling completes the calls at once.
+      for (auto& call : calls) {
+        if (!call->done) call->context.TryCancel();
+      }
+    }
+    queue.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    // Takes the remaining (cancelled) completions and the shutdown event:
+    // gRPC completes every started operation once it is cancelled.
+    while (queue.Next(&tag, &ok))
+      static_cast<Call<Response>*>(tag)->done = true;
+    if (late) {
+      for (auto& call : calls) {
+        if (call->status.ok()) continue;
+        if (call->status.error_code() == grpc::StatusCode::CANCELLED) {
+          call->status = grpc::Status(
+              grpc::StatusCode::DEADLINE_EXCEEDED,
+              absl::StrCat("no answer within ",
+                           absl::FormatDuration(wait_until - attempt_start)));
+        }
+      }
+    }
+
+    std::vector<size_t> retry;
+    absl::Status last_transient;
+    for (auto& call : calls) {
+      const ShardRequest<Request>& request = requests[call->index];
+      const absl::Status status = FromGrpcStatus(call->status);
+      if (status.ok()) {
+        responses[call->index] = std::move(call->response);
+        continue;
+      }
+      const bool transient =
+          absl::IsUnavailable(status) ||
+          (retry_deadline && absl::IsDeadlineExceeded(status));
+      if (!transient) {
+        return ShardError(request.shard, names_[request.shard], method, status);
+      }
+      retry.push_back(call->index);
+      last_transient =
+          ShardError(request.shard, names_[request.shard], method, status);
+    }
+    todo = std::move(retry);
+    if (todo.empty()) break;
+
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::Status(
+          last_transient.code(),
+          absl::StrCat(last_transient.message(), " (gave up after ", attempt,
+                       " attempts in ", absl::FormatDuration(budget), ")"));
+    }
+    logger_->info("{} (attempt {}); retrying in {}",
+                  std::string(last_transient.message()), attempt,
+                  absl::FormatDuration(std::min(backoff, left)));
+    absl::SleepFor(std::min(backoff, left));
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+  return responses;
+}
+
+absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
+    const JoinRequest& request) {
+  std::vector<ShardRequest<JoinRequest>> requests(stubs_.size());
+  for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
+    requests[shard].shard = shard;
+    requests[shard].request = request;
+    requests[shard].request.set_shard_index(shard);
+  }
+  return FanOut<JoinRequest, JoinResponse>(
+      "Join", std::move(requests), options_.join_timeout,
+      /*retry_deadline=*/true,
+      [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
+         grpc::CompletionQueue* queue) {
+        return stub->AsyncJoin(context, req, queue);
+      });
+}
+
+absl::StatusOr<std::vector<ShareScalersResponse>> PsClient::ShareScalers(
+    std::vector<ShardRequest<ShareScalersRequest>> requests) {
+  return FanOut<ShareScalersRequest, ShareScalersResponse>(
+      "ShareScalers", std::move(requests), options_.rpc_timeout,
+      /*retry_deadline=*/false,
+      [](Stub* stub, grpc::ClientContext* context,
+         const ShareScalersRequest& req, grpc::CompletionQueue* queue) {
+        return stub->AsyncShareScalers(context, req, queue);
+      });
+}
+
+absl::StatusOr<std::vector<PushPullResponse>> PsClient::PushPull(
+    std::vector<ShardRequest<PushPullRequest>> requests) {
+  return FanOut<PushPullRequest, PushPullResponse>(
+      "PushPull", std::move(requests), options_.rpc_timeout,
+      /*retry_deadline=*/false,
+      [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
+         grpc::CompletionQueue* queue) {
+        return stub->AsyncPushPull(context, req, queue);
+      });
+}
+
+absl::Status PsClient::CheckParams(const CheckParamsRequest& request) {
+  std::vector<ShardRequest<CheckParamsRequest>> requests(stubs_.size());
+  for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
+    requests[shard].shard = shard;
+    requests[shard].request = request;
+  }
+  return FanOut<CheckParamsRequest, CheckParamsResponse>(
+             "CheckParams", std::move(requests), options_.rpc_timeout,
+             /*retry_deadline=*/false,
+             [](Stub* stub, grpc::ClientContext* context,
+                const CheckParamsRequest& req, grpc::CompletionQueue* queue) {
+               return stub->AsyncCheckParams(context, req, queue);
+             })
+      .status();
+}
+
+}  // namespace tern::worker

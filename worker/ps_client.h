@@ -1,0 +1,119 @@
+// The worker's side of the parameter-server protocol (DESIGN sections 3 and
+// 7): one gRPC channel per shard; Join with retries while shards start up;
+// ShareScalers, PushPull and CheckParams fanned out to the shards in
+// parallel, every call with a deadline.
+//
+// Errors come back as absl::Status (common/grpc_status.h), each prefixed
+// with the shard's index and address and the method, e.g.
+// "shard 1 (10.0.0.2:50051): PushPull: chunk 7: ...". A shard that does not
+// answer within the deadline gives DEADLINE_EXCEEDED; an unreachable one
+// UNAVAILABLE (the transient failures a restart can fix).
+//
+// Thread safety: all methods may be called from several threads; calls are
+// independent. The client owns its channels and stubs. Each fan-out polls a
+// completion queue of its own from the calling thread, so a call's context
+// and response never outlive the method that started it (and no gRPC
+// callback thread is involved).
+#ifndef TERN_WORKER_PS_CLIENT_H_
+#define TERN_WORKER_PS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/partitioner.h"
+#include "grpcpp/channel.h"
+#include "tern/v1/parameter_server.grpc.pb.h"
+
+namespace tern::worker {
+
+struct PsClientOptions {
+  // Deadline of every RPC (--rpc_timeout_s).
+  absl::Duration rpc_timeout = absl::Seconds(60);
+  // How long Join keeps retrying shards that are not up yet
+  // (--join_timeout_s).
+  absl::Duration join_timeout = absl::Seconds(300);
+  // The largest message sent or received; see MessageBytesBound.
+  int max_message_bytes = 4 << 20;
+};
+
+// A bound on the size of any message between this model's worker and a
+// shard: the shard's elements in fp32 (the widest encoding a chunk may
+// travel in), 128 bytes of framing per chunk (key, codec, layout, version,
+// counts, a few scalers, length prefixes) and 1 MiB of slack.
+// INVALID_ARGUMENT when that exceeds what gRPC can carry (2 GiB): then the
+// model needs more shards.
+absl::StatusOr<int> MessageBytesBound(const Partition& partition);
+
+// One request for one shard.
+template <typename Request>
+struct ShardRequest {
+  uint32_t shard = 0;
+  Request request;
+};
+
+class PsClient {
+ public:
+  using Stub = tern::v1::ParameterServer::Stub;
+
+  // Plaintext channels to `addresses` (host:port, shard-index order) with
+  // the message-size limits of `options`. Connecting is lazy: an address
+  // nobody listens on yet is not an error here (Join waits for it).
+  // INVALID_ARGUMENT when `addresses` is empty.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
+      const std::vector<std::string>& addresses, const PsClientOptions& options,
+      Logger logger);
+
+  // Over existing channels (tests, in-process servers); `names` label the
+  // shards in errors. Both vectors have one entry per shard.
+  PsClient(std::vector<std::string> names,
+           std::vector<std::shared_ptr<grpc::Channel>> channels,
+           const PsClientOptions& options, Logger logger);
+
+  uint32_t num_shards() const { return static_cast<uint32_t>(stubs_.size()); }
+  const std::string& name(uint32_t shard) const { return names_[shard]; }
+
+  // Joins every shard with `request` (shard_index set per shard). A shard
+  // that is unreachable or does not answer is retried with exponential
+  // backoff until join_timeout; any other error ends the join at once.
+  // Responses are in shard order.
+  absl::StatusOr<std::vector<tern::v1::JoinResponse>> Join(
+      const tern::v1::JoinRequest& request);
+
+  // Sends each request to its shard, all in parallel, and waits for every
+  // answer. Responses are in request order. An UNAVAILABLE answer is
+  // retried within the deadline (pushes are idempotent, DESIGN section 7).
+  absl::StatusOr<std::vector<tern::v1::ShareScalersResponse>> ShareScalers(
+      std::vector<ShardRequest<tern::v1::ShareScalersRequest>> requests);
+  absl::StatusOr<std::vector<tern::v1::PushPullResponse>> PushPull(
+      std::vector<ShardRequest<tern::v1::PushPullRequest>> requests);
+
+  // Sends the same checksum to every shard. FAILED_PRECONDITION from a
+  // shard means the replicas diverged.
+  absl::Status CheckParams(const tern::v1::CheckParamsRequest& request);
+
+ private:
+  // Starts every request with `start` (stub, context, request, queue) ->
+  // reader, all in parallel, retrying the shards whose
+  // answer is transient (UNAVAILABLE; also DEADLINE_EXCEEDED when
+  // `retry_deadline`) until `budget` is spent. Each attempt's deadline is
+  // min(rpc_timeout, what is left of the budget).
+  template <typename Request, typename Response, typename Start>
+  absl::StatusOr<std::vector<Response>> FanOut(
+      const char* method, std::vector<ShardRequest<Request>> requests,
+      absl::Duration budget, bool retry_deadline, Start start);
+
+  std::vector<std::string> names_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<Stub>> stubs_;
+  PsClientOptions options_;
+  Logger logger_;
+};
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_PS_CLIENT_H_

@@ -1,0 +1,311 @@
+#include "worker/ps_client.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+
+namespace tern::worker {
+namespace {
+
+using tern::v1::CheckParamsRequest;
+using tern::v1::CheckParamsResponse;
+using tern::v1::JoinRequest;
+using tern::v1::JoinResponse;
+using tern::v1::PushPullRequest;
+using tern::v1::PushPullResponse;
+using tern::v1::ShareScalersRequest;
+using tern::v1::ShareScalersResponse;
+
+// A shard whose answers each test scripts.
+class FakeShard final : public tern::v1::ParameterServer::Service {
+ public:
+  std::function<grpc::Status(const PushPullRequest&, PushPullResponse*)>
+      push_pull = [](const PushPullRequest& req, PushPullResponse* resp) {
+        resp->set_step(req.step());
+        return grpc::Status::OK;
+      };
+  std::atomic<int> push_pull_calls{0};
+
+  grpc::Status Join(grpc::ServerContext*, const JoinRequest* req,
+                    JoinResponse* resp) override {
+    resp->set_shard_index(req->shard_index());
+    resp->add_chunk_keys(req->worker_id());
+    return grpc::Status::OK;
+  }
+  grpc::Status ShareScalers(grpc::ServerContext*,
+                            const ShareScalersRequest* req,
+                            ShareScalersResponse* resp) override {
+    resp->set_step(req->step());
+    *resp->mutable_scalers() = req->scalers();
+    return grpc::Status::OK;
+  }
+  grpc::Status PushPull(grpc::ServerContext*, const PushPullRequest* req,
+                        PushPullResponse* resp) override {
+    ++push_pull_calls;
+    return push_pull(*req, resp);
+  }
+  grpc::Status CheckParams(grpc::ServerContext*, const CheckParamsRequest* req,
+                           CheckParamsResponse*) override {
+    if (req->param_checksum() != 42) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "replicas diverged");
+    }
+    return grpc::Status::OK;
+  }
+};
+
+// A port nobody listens on right now (bound and released).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::unique_ptr<grpc::Server> Serve(FakeShard* shard, int port,
+                                    int* bound_port = nullptr) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
+                           grpc::InsecureServerCredentials(), bound_port);
+  builder.RegisterService(shard);
+  return builder.BuildAndStart();
+}
+
+struct Cluster {
+  std::vector<std::unique_ptr<FakeShard>> shards;
+  std::vector<std::unique_ptr<grpc::Server>> servers;
+  std::vector<std::string> addresses;
+
+  explicit Cluster(int n) {
+    for (int i = 0; i < n; ++i) {
+      shards.push_back(std::make_unique<FakeShard>());
+      int port = 0;
+      servers.push_back(Serve(shards.back().get(), 0, &port));
+      addresses.push_back(absl::StrCat("127.0.0.1:", port));
+    }
+  }
+  ~Cluster() {
+    for (auto& server : servers) server->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+  }
+  std::unique_ptr<PsClient> Client(absl::Duration rpc_timeout) {
+    PsClientOptions options;
+    options.rpc_timeout = rpc_timeout;
+    options.join_timeout = absl::Seconds(10);
+    return *PsClient::Connect(addresses, options, MakeNullLogger());
+  }
+};
+
+std::vector<ShardRequest<PushPullRequest>> PushToAll(int shards,
+                                                     uint64_t step) {
+  std::vector<ShardRequest<PushPullRequest>> requests(shards);
+  for (int s = 0; s < shards; ++s) {
+    requests[s].shard = s;
+    requests[s].request.set_step(step);
+    requests[s].request.add_chunks()->set_chunk_key(s);
+  }
+  return requests;
+}
+
+TEST(PsClientTest, ConnectNeedsAtLeastOneShard) {
+  EXPECT_FALSE(PsClient::Connect({}, PsClientOptions(), MakeNullLogger()).ok());
+}
+
+TEST(PsClientTest, JoinWaitsForAShardThatStartsLater) {
+  const int port = FreePort();
+  PsClientOptions options;
+  options.rpc_timeout = absl::Milliseconds(300);
+  options.join_timeout = absl::Seconds(20);
+  auto client = *PsClient::Connect({absl::StrCat("127.0.0.1:", port)}, options,
+                                   MakeNullLogger());
+  FakeShard shard;
+  std::unique_ptr<grpc::Server> server;
+  std::thread late([&] {
+    absl::SleepFor(absl::Milliseconds(800));
+    server = Serve(&shard, port);
+  });
+  JoinRequest request;
+  request.set_worker_id(7);
+  const auto responses = client->Join(request);
+  late.join();
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  ASSERT_EQ(responses->size(), 1u);
+  EXPECT_EQ((*responses)[0].chunk_keys(0), 7u);
+  server->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+}
+
+TEST(PsClientTest, JoinSetsTheShardIndexPerShard) {
+  Cluster cluster(3);
+  auto client = cluster.Client(absl::Seconds(5));
+  const auto responses = client->Join(JoinRequest());
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  ASSERT_EQ(responses->size(), 3u);
+  for (uint32_t s = 0; s < 3; ++s) EXPECT_EQ((*responses)[s].shard_index(), s);
+}
+
+TEST(PsClientTest, JoinGivesUpAfterItsTimeout) {
+  PsClientOptions options;
+  options.rpc_timeout = absl::Milliseconds(200);
+  options.join_timeout = absl::Seconds(1);
+  const std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  auto client = *PsClient::Connect({address}, options, MakeNullLogger());
+  const absl::Time start = absl::Now();
+  const auto responses = client->Join(JoinRequest());
+  ASSERT_FALSE(responses.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(responses.status()) ||
+              absl::IsUnavailable(responses.status()))
+      << responses.status();
+  EXPECT_NE(responses.status().message().find(address),
+            absl::string_view::npos);
+  EXPECT_NE(responses.status().message().find("gave up"),
+            absl::string_view::npos);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(PsClientTest, CallsToShardsRunInParallel) {
+  // Each shard answers only once both have been called: a client that called
+  // them one after the other would hit its deadline.
+  Cluster cluster(2);
+  absl::Mutex mu;
+  int arrived = 0;
+  for (auto& shard : cluster.shards) {
+    shard->push_pull = [&](const PushPullRequest& req, PushPullResponse* resp) {
+      absl::MutexLock lock(&mu);
+      ++arrived;
+      const auto both = [&] { return arrived >= 2; };
+      if (!mu.AwaitWithTimeout(absl::Condition(&both), absl::Seconds(5))) {
+        return grpc::Status(grpc::StatusCode::ABORTED, "alone");
+      }
+      resp->set_step(req.step());
+      *resp->mutable_chunks() = req.chunks();
+      return grpc::Status::OK;
+    };
+  }
+  auto client = cluster.Client(absl::Seconds(3));
+  const auto responses = client->PushPull(PushToAll(2, 9));
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  ASSERT_EQ(responses->size(), 2u);
+  for (uint32_t s = 0; s < 2; ++s) {
+    EXPECT_EQ((*responses)[s].step(), 9u);
+    EXPECT_EQ((*responses)[s].chunks(0).chunk_key(), s);
+  }
+}
+
+TEST(PsClientTest, ErrorsNameTheShardAndAreNotRetried) {
+  Cluster cluster(2);
+  cluster.shards[1]->push_pull = [](const PushPullRequest&, PushPullResponse*) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "chunk 3: bad");
+  };
+  auto client = cluster.Client(absl::Seconds(5));
+  const auto responses = client->PushPull(PushToAll(2, 0));
+  ASSERT_FALSE(responses.ok());
+  EXPECT_EQ(responses.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(responses.status().message(),
+            absl::StrCat("shard 1 (", cluster.addresses[1],
+                         "): PushPull: chunk 3: bad"));
+  EXPECT_EQ(cluster.shards[1]->push_pull_calls.load(), 1);
+}
+
+TEST(PsClientTest, UnavailableIsRetriedWithinTheDeadline) {
+  Cluster cluster(1);
+  std::atomic<int> calls{0};
+  cluster.shards[0]->push_pull = [&](const PushPullRequest& req,
+                                     PushPullResponse* resp) {
+    if (calls++ == 0) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    }
+    resp->set_step(req.step());
+    return grpc::Status::OK;
+  };
+  auto client = cluster.Client(absl::Seconds(5));
+  const auto responses = client->PushPull(PushToAll(1, 4));
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  EXPECT_EQ((*responses)[0].step(), 4u);
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(PsClientTest, ASilentShardHitsTheDeadline) {
+  Cluster cluster(2);
+  absl::Notification release;
+  cluster.shards[0]->push_pull = [&](const PushPullRequest&,
+                                     PushPullResponse*) {
+    release.WaitForNotificationWithTimeout(absl::Seconds(10));
+    return grpc::Status::OK;
+  };
+  auto client = cluster.Client(absl::Milliseconds(300));
+  const absl::Time start = absl::Now();
+  const auto responses = client->PushPull(PushToAll(2, 0));
+  const absl::Duration took = absl::Now() - start;
+  release.Notify();
+  ASSERT_FALSE(responses.ok());
+  EXPECT_EQ(responses.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(responses.status().message().find(
+                absl::StrCat("shard 0 (", cluster.addresses[0], ")")),
+            absl::string_view::npos)
+      << responses.status();
+  EXPECT_LT(took, absl::Seconds(3));
+}
+
+TEST(PsClientTest, ShareScalersAndCheckParams) {
+  Cluster cluster(2);
+  auto client = cluster.Client(absl::Seconds(5));
+  std::vector<ShardRequest<ShareScalersRequest>> requests(1);
+  requests[0].shard = 1;  // only shard 1 owns TernGrad chunks here
+  requests[0].request.set_step(3);
+  auto* scaler = requests[0].request.add_scalers();
+  scaler->set_chunk_key(5);
+  scaler->set_scaler(0.25f);
+  const auto responses = client->ShareScalers(std::move(requests));
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  ASSERT_EQ(responses->size(), 1u);
+  EXPECT_EQ((*responses)[0].scalers(0).scaler(), 0.25f);
+
+  CheckParamsRequest check;
+  check.set_param_checksum(42);
+  EXPECT_TRUE(client->CheckParams(check).ok());
+  check.set_param_checksum(43);
+  const absl::Status diverged = client->CheckParams(check);
+  EXPECT_EQ(diverged.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(diverged.message().find("CheckParams"), absl::string_view::npos);
+}
+
+TEST(PsClientTest, ARequestForAShardThatDoesNotExistIsRefused) {
+  Cluster cluster(1);
+  auto client = cluster.Client(absl::Seconds(1));
+  auto requests = PushToAll(1, 0);
+  requests[0].shard = 4;
+  EXPECT_EQ(client->PushPull(std::move(requests)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MessageBytesBoundTest, CoversTheLargestShardInFp32) {
+  // Tensors of 1000 and 10 elements on 2 shards: shard 0 gets the 1000.
+  const auto partition = Partition::Create({1000, 10}, 1 << 20, 2);
+  ASSERT_TRUE(partition.ok());
+  const auto bound = MessageBytesBound(*partition);
+  ASSERT_TRUE(bound.ok());
+  EXPECT_EQ(*bound, 1000 * 4 + 128 + (1 << 20));
+
+  const auto huge = Partition::Create({uint64_t{1} << 30}, 4ull << 30, 1);
+  ASSERT_TRUE(huge.ok());
+  EXPECT_FALSE(MessageBytesBound(*huge).ok());
+}
+
+}  // namespace
+}  // namespace tern::worker

@@ -1,0 +1,83 @@
+// The per-step JSONL record of `tern worker` (--metrics_out; DESIGN section
+// 8): one JSON object per line, read by `tern launch`, `tern plot` and the
+// tests. Field names and meanings are a contract:
+//
+//   worker, step              who and which step (from 0)
+//   loss, lr                  the local batch loss and the step's rate
+//   push_bytes, pull_bytes    codec payload bytes (data + 4 per scaler),
+//                             summed over all shards for this step
+//   push_msg_bytes,           serialized sizes of the ShareScalers and
+//   pull_msg_bytes            PushPull requests / responses
+//   fp32_bytes                4 * number of parameters (what fp32 would send)
+//   compute_s, encode_s,      seconds spent in forward+backward, in
+//   network_s, decode_s       statistics+encoding, waiting for the shards,
+//                             decoding+optimizer
+//   wall_s                    seconds since training began
+//   test_accuracy, test_loss  only when the test set was evaluated
+//   param_checksum            only when computed: "0x" + 16 hex digits
+//   final                     true on the last record of a run
+#ifndef TERN_WORKER_STEP_METRICS_H_
+#define TERN_WORKER_STEP_METRICS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tern::worker {
+
+struct StepRecord {
+  uint32_t worker = 0;
+  uint64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  uint64_t push_bytes = 0;
+  uint64_t pull_bytes = 0;
+  uint64_t push_msg_bytes = 0;
+  uint64_t pull_msg_bytes = 0;
+  uint64_t fp32_bytes = 0;
+  double compute_s = 0;
+  double encode_s = 0;
+  double network_s = 0;
+  double decode_s = 0;
+  double wall_s = 0;
+  std::optional<double> test_accuracy;
+  std::optional<double> test_loss;
+  std::optional<uint64_t> param_checksum;
+  bool final = false;
+};
+
+// One line of JSON, without the newline. Non-finite numbers (which JSON
+// cannot carry) are written as null.
+std::string StepRecordJson(const StepRecord& record);
+
+// Appends records to a file, one line each, flushed per record so a reader
+// (tern launch) sees progress and a crash loses at most one line.
+// Not thread-safe: one training loop writes.
+class MetricsWriter {
+ public:
+  // Creates or truncates `path`. INVALID_ARGUMENT naming the path (and the
+  // system's reason) when it cannot be opened.
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(
+      const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  // INTERNAL naming the path when the write fails (disk full).
+  absl::Status Write(const StepRecord& record);
+
+ private:
+  MetricsWriter(std::string path, std::FILE* file)
+      : path_(std::move(path)), file_(file) {}
+
+  std::string path_;
+  std::FILE* file_;  // owned; closed by the destructor
+};
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_STEP_METRICS_H_

@@ -1,0 +1,521 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "kernels/codec_registry.h"
+#include "kernels/terngrad.h"
+#include "worker/fingerprint.h"
+#include "worker/wire_payload.h"
+#include "worker/worker_flags.h"
+
+namespace tern::worker {
+namespace {
+
+using tern::v1::JoinRequest;
+using tern::v1::PushPullRequest;
+using tern::v1::ShareScalersRequest;
+
+// How often a progress line is logged when no evaluation happens.
+constexpr absl::Duration kProgressEvery = absl::Seconds(10);
+// The test set is evaluated in batches of this many examples.
+constexpr int64_t kEvalBatch = 1000;
+
+double SecondsSince(absl::Time start) {
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// Prefixes `status` with the step it happened in.
+absl::Status AtStep(uint64_t step, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("step ", step, ": ", status.message()));
+}
+
+bool Every(uint64_t interval, uint64_t step) {
+  return interval > 0 && (step + 1) % interval == 0;
+}
+
+}  // namespace
+
+Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const int64_t n = data.images.size(0);
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < n; begin += batch_size) {
+    const int64_t end = std::min(n, begin + batch_size);
+    const torch::Tensor images = data.images.slice(0, begin, end);
+    const torch::Tensor labels = data.labels.slice(0, begin, end);
+    const torch::Tensor logits = model.forward(images);
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, labels,
+                    torch::nn::functional::CrossEntropyFuncOptions().reduction(
+                        torch::kSum))
+                    .item<double>();
+    correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
+  }
+  model.train();
+  if (n == 0) return Evaluation{};
+  return Evaluation{static_cast<double>(correct) / n, loss_sum / n};
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
+    const WorkerOptions& options, std::shared_ptr<Model> model, TrainTest data,
+    Logger logger) {
+  TERN_RETURN_IF_ERROR(ValidateWorkerOptions(options));
+  if (model == nullptr) return absl::InvalidArgumentError("no model");
+  // The batch stream's own preconditions (enough examples for every worker's
+  // batch), checked before the constructor, which throws on them.
+  TERN_RETURN_IF_ERROR(ShardedBatches::Validate(
+      data.train, options.worker_id, options.num_workers, options.batch_size));
+  TERN_ASSIGN_OR_RETURN(ParamBuffer params, ParamBuffer::Create(*model));
+
+  // The run's codec and layouts (DESIGN section 5): TernGrad pushes
+  // ternaries (2 bits, or base 3 at 1.6 bits) and pulls sums of N ternaries
+  // (ceil(log2(2N+1)) bits, or radix 2N+1 in 64-bit words).
+  TERN_ASSIGN_OR_RETURN(const kernels::CodecId run_id,
+                        kernels::ParseCodecName(options.codec));
+  const bool terngrad = run_id == kernels::CodecId::kTernGrad;
+  kernels::CodecOptions run_options;
+  run_options.id = run_id;
+  run_options.clip = static_cast<float>(options.clip);
+  run_options.push_layout = kernels::Layout::kRaw;
+  run_options.pull_layout = kernels::Layout::kRaw;
+  if (terngrad) {
+    run_options.push_layout = options.packing == "base3"
+                                  ? kernels::Layout::kTernaryBase3
+                                  : kernels::Layout::kTernary2Bit;
+    run_options.pull_layout = options.sum_packing == "radix"
+                                  ? kernels::Layout::kSumRadix
+                                  : kernels::Layout::kSumBits;
+  }
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Codec> run_codec,
+                        kernels::MakeCodec(run_options));
+  kernels::CodecOptions fp32_options;
+  fp32_options.id = kernels::CodecId::kFp32;
+  fp32_options.clip = run_options.clip;
+  fp32_options.push_layout = kernels::Layout::kRaw;
+  fp32_options.pull_layout = kernels::Layout::kRaw;
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Codec> fp32_codec,
+                        kernels::MakeCodec(fp32_options));
+
+  TERN_ASSIGN_OR_RETURN(
+      ChunkPlan plan,
+      MakeChunkPlan(params.names(), params.tensor_elements(),
+                    options.partition_bytes,
+                    static_cast<uint32_t>(options.ps.size()),
+                    options.fp32_tensors, options.min_compress_elems,
+                    /*share_scalers=*/terngrad));
+  TERN_ASSIGN_OR_RETURN(const int max_message_bytes,
+                        MessageBytesBound(plan.partition));
+
+  TERN_ASSIGN_OR_RETURN(const LrScheduleKind kind,
+                        ParseLrScheduleKind(options.lr_schedule));
+  TERN_ASSIGN_OR_RETURN(
+      LrSchedule schedule,
+      LrSchedule::Create(kind, options.lr, options.steps, options.lr_step_every,
+                         options.lr_gamma));
+
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (options.optimizer == "adam") {
+    if (options.momentum >= 1) {
+      return absl::InvalidArgumentError(
+          "--momentum (Adam's beta1) must be below 1 with --optimizer=adam");
+    }
+    optimizer = std::make_unique<torch::optim::Adam>(
+        model->parameters(),
+        torch::optim::AdamOptions(options.lr)
+            .betas(std::make_tuple(options.momentum, 0.999))
+            .weight_decay(options.weight_decay));
+  } else {
+    const double momentum =
+        options.optimizer == "momentum" ? options.momentum : 0.0;
+    optimizer = std::make_unique<torch::optim::SGD>(
+        model->parameters(), torch::optim::SGDOptions(options.lr)
+                                 .momentum(momentum)
+                                 .weight_decay(options.weight_decay));
+  }
+
+  return std::unique_ptr<Trainer>(new Trainer(
+      options, std::move(model), std::move(data), std::move(logger),
+      std::move(params), std::move(plan), schedule, std::move(run_codec),
+      std::move(fp32_codec), std::move(optimizer), max_message_bytes));
+}
+
+Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
+                 TrainTest data, Logger logger, ParamBuffer params,
+                 ChunkPlan plan, LrSchedule schedule,
+                 std::unique_ptr<kernels::Codec> run_codec,
+                 std::unique_ptr<kernels::Codec> fp32_codec,
+                 std::unique_ptr<torch::optim::Optimizer> optimizer,
+                 int max_message_bytes)
+    : options_(options),
+      model_(std::move(model)),
+      data_(std::move(data)),
+      logger_(std::move(logger)),
+      params_(std::move(params)),
+      plan_(std::move(plan)),
+      schedule_(schedule),
+      run_codec_(std::move(run_codec)),
+      fp32_codec_(std::move(fp32_codec)),
+      optimizer_(std::move(optimizer)),
+      batches_(data_.train, options.worker_id, options.num_workers,
+               options.batch_size, options.seed),
+      max_message_bytes_(max_message_bytes),
+      share_scalers_(run_codec_->id() == kernels::CodecId::kTernGrad) {}
+
+const kernels::Codec& Trainer::CodecOf(uint32_t chunk_key) const {
+  return plan_.fp32_chunk[chunk_key] ? *fp32_codec_ : *run_codec_;
+}
+
+JoinRequest Trainer::MakeJoinRequest() const {
+  JoinRequest request;
+  request.set_worker_id(options_.worker_id);
+  tern::v1::RunConfig* config = request.mutable_config();
+  config->set_run_id(options_.run_id);
+  config->set_num_workers(options_.num_workers);
+  config->set_num_shards(plan_.partition.num_shards());
+  config->set_partition_bytes(options_.partition_bytes);
+  config->set_seed(options_.seed);
+  config->set_codec(static_cast<tern::v1::Codec>(run_codec_->id()));
+  // The layouts the run codec was made with: TernGrad's from --packing and
+  // --sum_packing, raw for fp32 and fp16.
+  const bool terngrad = share_scalers_;
+  config->set_push_layout(!terngrad ? tern::v1::LAYOUT_RAW
+                          : options_.packing == "base3"
+                              ? tern::v1::LAYOUT_TERNARY_BASE3
+                              : tern::v1::LAYOUT_TERNARY_2BIT);
+  config->set_pull_layout(!terngrad ? tern::v1::LAYOUT_RAW
+                          : options_.sum_packing == "radix"
+                              ? tern::v1::LAYOUT_SUM_RADIX
+                              : tern::v1::LAYOUT_SUM_BITS);
+  config->set_clip(static_cast<float>(options_.clip));
+  for (const uint32_t key : plan_.fp32_chunk_keys) {
+    config->add_fp32_chunk_keys(key);
+  }
+  *request.mutable_param_spec() = params_.spec();
+  request.set_param_spec_hash(params_.spec_hash());
+  request.set_param_checksum(params_.Checksum());
+  return request;
+}
+
+absl::Status Trainer::Join(PsClient& client) {
+  if (client.num_shards() != plan_.partition.num_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the client has ", client.num_shards(),
+                     " shards but the plan ", plan_.partition.num_shards()));
+  }
+  const JoinRequest request = MakeJoinRequest();
+  TERN_ASSIGN_OR_RETURN(const std::vector<tern::v1::JoinResponse> responses,
+                        client.Join(request));
+  for (uint32_t shard = 0; shard < responses.size(); ++shard) {
+    const tern::v1::JoinResponse& response = responses[shard];
+    if (response.next_step() != 0) {
+      // Resuming mid-run needs the optimizer state and parameters of step
+      // next_step, which only a checkpoint holds.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", shard, " (", client.name(shard), ") continues run '",
+          options_.run_id, "' at step ", response.next_step(),
+          ", but this worker has no checkpoint to resume from; restart the "
+          "job or use a new --run_id"));
+    }
+    const std::vector<uint32_t> keys(response.chunk_keys().begin(),
+                                     response.chunk_keys().end());
+    if (keys != plan_.shard_chunks[shard]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", shard, " (", client.name(shard), ") owns chunks [",
+          absl::StrJoin(keys, ","), "] but this worker's partition gives it [",
+          absl::StrJoin(plan_.shard_chunks[shard], ","),
+          "]: the shards and workers disagree on the partition"));
+    }
+  }
+  logger_->info(
+      "joined {} shard(s) as worker {}/{}: {} parameters in {} tensors, {} "
+      "chunks ({} in fp32), codec {}, checksum {}",
+      responses.size(), options_.worker_id, options_.num_workers,
+      params_.total_elements(), params_.names().size(),
+      plan_.partition.chunks().size(), plan_.fp32_chunk_keys.size(),
+      run_codec_->name(), FormatChecksum(request.param_checksum()));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ComputeScalers(uint64_t step,
+                                     std::vector<float>* scalers) const {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  scalers->assign(chunks.size(), 0.0f);
+  const float clip = static_cast<float>(options_.clip);
+  for (const Chunk& chunk : chunks) {
+    if (chunk.num_elements == 0) continue;
+    const kernels::ChunkStats stats =
+        kernels::ComputeStats(params_.ChunkGradients(chunk));
+    // ComputeStats leaves NaN and Inf out of the moments and counts them.
+    if (stats.nonfinite > 0 || !std::isfinite(stats.stddev()) ||
+        !std::isfinite(stats.max_abs)) {
+      // The NaN policy (DESIGN section 7): stop rather than push NaN/Inf.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step, ": the gradient of tensor '",
+          params_.names()[chunk.tensor], "' (chunk ", chunk.key, ") has ",
+          stats.nonfinite,
+          " non-finite value(s); stopping instead of pushing them (lower "
+          "--lr, or check the data)"));
+    }
+    (*scalers)[chunk.key] = kernels::LocalScaler(stats, clip);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  const uint32_t num_shards = plan_.partition.num_shards();
+
+  // 1. Gradients of this worker's batch.
+  absl::Time phase = absl::Now();
+  auto [images, labels] = batches_.Next();
+  model_->zero_grad();
+  const torch::Tensor loss =
+      torch::nn::functional::cross_entropy(model_->forward(images), labels);
+  loss.backward();
+  rec->loss = loss.item<double>();
+  params_.GatherGradients();
+  rec->compute_s = SecondsSince(phase);
+
+  // 2. Statistics and local scalers.
+  phase = absl::Now();
+  std::vector<float> scalers;
+  TERN_RETURN_IF_ERROR(ComputeScalers(step, &scalers));
+  rec->encode_s += SecondsSince(phase);
+
+  // 3. Scaler sharing: s_k = max_i s_ik from each TernGrad chunk's shard.
+  // Every shard takes part, also one without TernGrad chunks (an empty
+  // list): the shards run the same two barriers per step whatever they own.
+  if (share_scalers_) {
+    phase = absl::Now();
+    std::vector<ShardRequest<ShareScalersRequest>> requests;
+    for (uint32_t shard = 0; shard < num_shards; ++shard) {
+      const std::vector<uint32_t>& keys = plan_.shard_scaler_chunks[shard];
+      ShardRequest<ShareScalersRequest> request;
+      request.shard = shard;
+      request.request.set_worker_id(options_.worker_id);
+      request.request.set_step(step);
+      for (const uint32_t key : keys) {
+        auto* scaler = request.request.add_scalers();
+        scaler->set_chunk_key(key);
+        scaler->set_scaler(scalers[key]);
+      }
+      rec->push_msg_bytes += request.request.ByteSizeLong();
+      requests.push_back(std::move(request));
+    }
+    std::vector<uint32_t> asked;
+    for (const auto& request : requests) asked.push_back(request.shard);
+    absl::StatusOr<std::vector<tern::v1::ShareScalersResponse>> responses =
+        client.ShareScalers(std::move(requests));
+    if (!responses.ok()) return AtStep(step, responses.status());
+    for (size_t r = 0; r < responses->size(); ++r) {
+      const auto& response = (*responses)[r];
+      const uint32_t shard = asked[r];
+      rec->pull_msg_bytes += response.ByteSizeLong();
+      const std::vector<uint32_t>& keys = plan_.shard_scaler_chunks[shard];
+      std::vector<bool> seen(chunks.size(), false);
+      size_t answered = 0;
+      for (const tern::v1::ChunkScaler& shared : response.scalers()) {
+        const uint32_t key = shared.chunk_key();
+        if (!std::binary_search(keys.begin(), keys.end(), key) || seen[key] ||
+            !std::isfinite(shared.scaler()) || shared.scaler() < 0) {
+          return absl::InternalError(absl::StrCat(
+              "step ", step, ": shard ", shard, " (", client.name(shard),
+              ") answered ShareScalers with an unexpected, repeated or "
+              "invalid scaler ",
+              shared.scaler(), " for chunk ", key));
+        }
+        seen[key] = true;
+        scalers[key] = shared.scaler();
+        ++answered;
+      }
+      if (answered != keys.size() || response.step() != step) {
+        return absl::InternalError(absl::StrCat(
+            "step ", step, ": shard ", shard, " (", client.name(shard),
+            ") answered ShareScalers for step ", response.step(), " with ",
+            answered, " of ", keys.size(), " scalers"));
+      }
+    }
+    rec->network_s += SecondsSince(phase);
+  }
+
+  // 4. Encode every chunk and push it to its shard.
+  phase = absl::Now();
+  std::vector<ShardRequest<PushPullRequest>> pushes(num_shards);
+  for (uint32_t shard = 0; shard < num_shards; ++shard) {
+    pushes[shard].shard = shard;
+    pushes[shard].request.set_worker_id(options_.worker_id);
+    pushes[shard].request.set_step(step);
+    for (const uint32_t key : plan_.shard_chunks[shard]) {
+      const Chunk& chunk = chunks[key];
+      kernels::EncodeContext context;
+      // Draws are a pure function of (seed, step, chunk, worker, element):
+      // DESIGN section 2. The step wraps at 2^32 in the counter.
+      context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
+                                    key, options_.worker_id};
+      context.scaler = plan_.fp32_chunk[key] ? 0.0f : scalers[key];
+      absl::StatusOr<kernels::Payload> payload =
+          CodecOf(key).Encode(params_.ChunkGradients(chunk), context);
+      if (!payload.ok()) {
+        return AtStep(
+            step,
+            absl::Status(payload.status().code(),
+                         absl::StrCat("encoding chunk ", key, " of '",
+                                      params_.names()[chunk.tensor],
+                                      "': ", payload.status().message())));
+      }
+      tern::v1::ChunkPayload* wire = pushes[shard].request.add_chunks();
+      wire->set_chunk_key(key);
+      ToWire(*std::move(payload), wire->mutable_payload());
+      rec->push_bytes += PayloadBytes(wire->payload());
+    }
+    rec->push_msg_bytes += pushes[shard].request.ByteSizeLong();
+  }
+  rec->encode_s += SecondsSince(phase);
+
+  phase = absl::Now();
+  absl::StatusOr<std::vector<tern::v1::PushPullResponse>> pulls =
+      client.PushPull(std::move(pushes));
+  if (!pulls.ok()) return AtStep(step, pulls.status());
+  rec->network_s += SecondsSince(phase);
+
+  // 5. Decode the averages into the gradient buffer.
+  phase = absl::Now();
+  std::vector<bool> seen(chunks.size(), false);
+  for (uint32_t shard = 0; shard < num_shards; ++shard) {
+    const tern::v1::PushPullResponse& pull = (*pulls)[shard];
+    rec->pull_msg_bytes += pull.ByteSizeLong();
+    const auto shard_error = [&](const std::string& what) {
+      return absl::InternalError(absl::StrCat("step ", step, ": shard ", shard,
+                                              " (", client.name(shard),
+                                              "): PushPull answer: ", what));
+    };
+    if (pull.step() != step) {
+      return shard_error(absl::StrCat("it is for step ", pull.step()));
+    }
+    if (static_cast<size_t>(pull.chunks_size()) !=
+        plan_.shard_chunks[shard].size()) {
+      return shard_error(absl::StrCat(pull.chunks_size(), " chunks, expected ",
+                                      plan_.shard_chunks[shard].size()));
+    }
+    for (const tern::v1::ChunkPayload& wire : pull.chunks()) {
+      const uint32_t key = wire.chunk_key();
+      if (key >= chunks.size() || chunks[key].shard != shard || seen[key]) {
+        return shard_error(
+            absl::StrCat("chunk ", key, " is not this shard's or repeated"));
+      }
+      seen[key] = true;
+      rec->pull_bytes += PayloadBytes(wire.payload());
+      absl::StatusOr<kernels::Payload> payload = FromWire(wire.payload());
+      absl::Status decoded = payload.status();
+      if (decoded.ok()) {
+        decoded =
+            CodecOf(key).Decode(*payload, params_.ChunkGradients(chunks[key]));
+      }
+      if (!decoded.ok()) {
+        return absl::Status(
+            decoded.code(),
+            absl::StrCat("step ", step, ": shard ", shard, " (",
+                         client.name(shard), "): chunk ", key, " of '",
+                         params_.names()[chunks[key].tensor],
+                         "': ", decoded.message()));
+      }
+    }
+  }
+
+  // 6. Apply: every replica runs the same update on the same bytes.
+  params_.ScatterGradients();
+  for (auto& group : optimizer_->param_groups())
+    group.options().set_lr(rec->lr);
+  optimizer_->step();
+  rec->decode_s = SecondsSince(phase);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
+  TERN_RETURN_IF_ERROR(Join(client));
+  model_->train();
+  const uint64_t fp32_bytes = sizeof(float) * params_.total_elements();
+  const absl::Time start = absl::Now();
+  absl::Time last_log = start;
+  uint64_t steps_since_log = 0;
+  double loss_since_log = 0;
+
+  for (uint64_t step = 0; step < options_.steps; ++step) {
+    StepRecord rec;
+    rec.worker = options_.worker_id;
+    rec.step = step;
+    rec.lr = schedule_.Rate(step);
+    rec.fp32_bytes = fp32_bytes;
+    TERN_RETURN_IF_ERROR(Step(client, step, &rec));
+    ++steps_since_log;
+    loss_since_log += rec.loss;
+
+    const bool final = step + 1 == options_.steps;
+    std::optional<Evaluation> evaluation;
+    if (final || Every(options_.eval_every, step)) {
+      evaluation = Evaluate(*model_, data_.test, kEvalBatch);
+      rec.test_accuracy = evaluation->accuracy;
+      rec.test_loss = evaluation->loss;
+    }
+    const bool check = final || Every(options_.check_every, step);
+    if (check) rec.param_checksum = params_.Checksum();
+    rec.final = final;
+    rec.wall_s = SecondsSince(start);
+    // The record goes out before the check, so a divergence leaves the
+    // checksum that disagreed in the metrics.
+    if (metrics != nullptr) TERN_RETURN_IF_ERROR(metrics->Write(rec));
+
+    if (check) {
+      tern::v1::CheckParamsRequest request;
+      request.set_worker_id(options_.worker_id);
+      request.set_step(step);
+      request.set_param_checksum(*rec.param_checksum);
+      const absl::Status checked = client.CheckParams(request);
+      if (absl::IsFailedPrecondition(checked)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "step ", step, ": this replica's parameters (checksum ",
+            FormatChecksum(*rec.param_checksum),
+            ") differ from another worker's: ", checked.message()));
+      }
+      if (!checked.ok()) return AtStep(step, checked);
+    }
+
+    const absl::Time now = absl::Now();
+    if (evaluation.has_value() || now - last_log >= kProgressEvery) {
+      const double rate = steps_since_log /
+                          std::max(1e-9, absl::ToDoubleSeconds(now - last_log));
+      if (evaluation.has_value()) {
+        logger_->info(
+            "step {}/{} loss {:.4f} lr {:.4g} {:.2f} steps/s test accuracy "
+            "{:.4f} test loss {:.4f}",
+            step + 1, options_.steps, loss_since_log / steps_since_log, rec.lr,
+            rate, evaluation->accuracy, evaluation->loss);
+      } else {
+        logger_->info("step {}/{} loss {:.4f} lr {:.4g} {:.2f} steps/s",
+                      step + 1, options_.steps,
+                      loss_since_log / steps_since_log, rec.lr, rate);
+      }
+      last_log = now;
+      steps_since_log = 0;
+      loss_since_log = 0;
+    }
+    if (final) {
+      final_evaluation_ = evaluation;
+      final_checksum_ = *rec.param_checksum;
+    }
+  }
+  logger_->info("done: {} steps in {:.1f} s, final checksum {}", options_.steps,
+                SecondsSince(start), FormatChecksum(final_checksum_));
+  return absl::OkStatus();
+}
+
+}  // namespace tern::worker

@@ -1,0 +1,131 @@
+// The training loop of `tern worker` in TernGrad mode (DESIGN section 3),
+// with fp32 and fp16 as baselines over the same protocol. Per step t:
+//
+//   1. forward and backward on this worker's batch (cross-entropy);
+//   2. the gradients, laid out flat, are cut into the plan's chunks; each
+//      chunk's statistics are computed, and a non-finite one stops the job
+//      (the NaN policy: a worker never pushes NaN or Inf; it stops with an
+//      error naming the step and the tensor, and the shards' barriers then
+//      time out for the other workers);
+//   3. TernGrad chunks: local scaler s_ik = LocalScaler(stats, clip), shared
+//      through ShareScalers with the chunk's shard, which answers
+//      s_k = max_i s_ik;
+//   4. every chunk is encoded (TernGrad with s_k and the counter-based
+//      stream (seed, t, chunk key, worker id); fp32 chunks raw) and pushed
+//      to its shard; all shards in parallel;
+//   5. the pulled aggregate of each chunk is decoded (the average over the
+//      workers) into the gradient buffer and copied into param.grad();
+//   6. the optimizer steps with the rate of the schedule.
+//
+// All workers apply the same bytes with the same code, so replicas stay
+// bit-identical; the parameter checksum proves it at join and every
+// check_every steps.
+//
+// Ownership and threads: a Trainer owns its model, data, optimizer and
+// buffers and borrows the PsClient and MetricsWriter given to Run. Run is
+// called once, from one thread. Several Trainers may run in one process
+// (the tests run workers as threads).
+#ifndef TERN_WORKER_TRAINER_H_
+#define TERN_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/logging.h"
+#include "kernels/codec.h"
+#include "tern/v1/parameter_server.pb.h"
+#include "torch/torch.h"
+#include "worker/chunk_plan.h"
+#include "worker/datasets.h"
+#include "worker/lr_schedule.h"
+#include "worker/models.h"
+#include "worker/param_buffer.h"
+#include "worker/ps_client.h"
+#include "worker/step_metrics.h"
+#include "worker/worker_options.h"
+
+namespace tern::worker {
+
+// Test-set accuracy (0..1) and mean cross-entropy.
+struct Evaluation {
+  double accuracy = 0;
+  double loss = 0;
+};
+
+// Evaluates `model` on `data` in batches of `batch_size`, without gradients.
+// Leaves the model in training mode.
+Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size);
+
+class Trainer {
+ public:
+  // `model` must have been built right after torch::manual_seed(seed) so
+  // that every worker starts from the same parameters. INVALID_ARGUMENT for
+  // options that do not fit the model (unknown --fp32_tensors, an unknown
+  // codec or schedule, a model too large for the shards' messages).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      const WorkerOptions& options, std::shared_ptr<Model> model,
+      TrainTest data, Logger logger);
+
+  // The size bound of messages to and from the shards for this model
+  // (PsClientOptions::max_message_bytes).
+  int max_message_bytes() const { return max_message_bytes_; }
+  const ChunkPlan& plan() const { return plan_; }
+  const ParamBuffer& params() const { return params_; }
+
+  // The Join request this worker sends every shard (shard_index aside).
+  tern::v1::JoinRequest MakeJoinRequest() const;
+
+  // Joins the shards, trains options.steps steps, evaluates and checks at
+  // the end. `metrics` may be null. Errors name the step they happened in.
+  absl::Status Run(PsClient& client, MetricsWriter* metrics);
+
+  // The evaluation and checksum of the last step, once Run returned OK.
+  const std::optional<Evaluation>& final_evaluation() const {
+    return final_evaluation_;
+  }
+  uint64_t final_checksum() const { return final_checksum_; }
+
+ private:
+  struct StepTimes {
+    double compute_s = 0, encode_s = 0, network_s = 0, decode_s = 0;
+  };
+
+  Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
+          TrainTest data, Logger logger, ParamBuffer params, ChunkPlan plan,
+          LrSchedule schedule, std::unique_ptr<kernels::Codec> run_codec,
+          std::unique_ptr<kernels::Codec> fp32_codec,
+          std::unique_ptr<torch::optim::Optimizer> optimizer,
+          int max_message_bytes);
+
+  absl::Status Join(PsClient& client);
+  // One synchronous step; fills the traffic and timing fields of `record`.
+  absl::Status Step(PsClient& client, uint64_t step, StepRecord* record);
+  // Stats and local scalers of every chunk; FAILED_PRECONDITION on a
+  // non-finite gradient.
+  absl::Status ComputeScalers(uint64_t step, std::vector<float>* scalers) const;
+  const kernels::Codec& CodecOf(uint32_t chunk_key) const;
+
+  const WorkerOptions options_;
+  std::shared_ptr<Model> model_;
+  TrainTest data_;
+  Logger logger_;
+  ParamBuffer params_;
+  ChunkPlan plan_;
+  LrSchedule schedule_;
+  std::unique_ptr<kernels::Codec> run_codec_;
+  std::unique_ptr<kernels::Codec> fp32_codec_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  ShardedBatches batches_;
+  const int max_message_bytes_;
+  const bool share_scalers_;
+
+  std::optional<Evaluation> final_evaluation_;
+  uint64_t final_checksum_ = 0;
+};
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_TRAINER_H_

@@ -1,0 +1,280 @@
+#include "worker/worker_flags.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace tern::worker {
+namespace {
+
+// A finite number in [low, high] (CLI::Range lets NaN through).
+CLI::Validator FiniteIn(double low, double high) {
+  const std::string description =
+      high == std::numeric_limits<double>::infinity()
+          ? absl::StrCat("finite number >= ", low)
+          : absl::StrCat("number in [", low, ", ", high, "]");
+  return CLI::Validator(
+      [low, high, description](std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
+            value < low || value > high) {
+          return absl::StrCat("'", input, "' is not a ", description);
+        }
+        return std::string();
+      },
+      description);
+}
+
+// A number > 0 that is finite.
+CLI::Validator FinitePositive() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
+            value <= 0) {
+          return absl::StrCat("'", input, "' is not a finite number > 0");
+        }
+        return std::string();
+      },
+      "POSITIVE");
+}
+
+// host:port, with a non-empty host and a port.
+CLI::Validator HostPort() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const size_t colon = input.rfind(':');
+        if (colon == std::string::npos || colon == 0 ||
+            colon + 1 == input.size()) {
+          return absl::StrCat("'", input, "' is not of the form host:port");
+        }
+        return std::string();
+      },
+      "HOST:PORT");
+}
+
+CLI::Validator NonEmpty() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        return input.empty() ? "must not be empty" : std::string();
+      },
+      "");
+}
+
+// Registers --name with help, shown default and TERN_<NAME>.
+template <typename T>
+CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
+                  const std::string& help) {
+  return app->add_option("--" + name, *value, help)
+      ->envname("TERN_" + absl::AsciiStrToUpper(name))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
+  constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+  constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
+  const double kInf = std::numeric_limits<double>::infinity();
+
+  // --- cluster ---
+  Flag(app, "worker_id", &o->worker_id,
+       "this worker's index in [0, num_workers)")
+      ->group("Cluster");
+  Flag(app, "num_workers", &o->num_workers, "number of workers in the job")
+      ->check(CLI::Range(1u, kU32Max))
+      ->group("Cluster");
+  Flag(app, "ps", &o->ps,
+       "parameter-server shard addresses host:port, comma-separated, in "
+       "shard-index order")
+      ->delimiter(',')
+      ->check(HostPort())
+      ->group("Cluster");
+  Flag(app, "run_id", &o->run_id,
+       "name of the run; every worker and shard must agree on it")
+      ->check(NonEmpty())
+      ->group("Cluster");
+  Flag(app, "seed", &o->seed,
+       "run seed: model init, data order and the stochastic rounding")
+      ->group("Cluster");
+  Flag(app, "rpc_timeout_s", &o->rpc_timeout_s,
+       "deadline of every RPC to a shard, in seconds")
+      ->check(FinitePositive())
+      ->group("Cluster");
+  Flag(app, "join_timeout_s", &o->join_timeout_s,
+       "how long to keep trying to reach the shards at start, in seconds")
+      ->check(FinitePositive())
+      ->group("Cluster");
+
+  // --- model and data ---
+  Flag(app, "model", &o->model, "model to train")
+      ->check(CLI::IsMember({"lenet", "mlp", "cifarnet"}))
+      ->group("Model and data");
+  Flag(app, "dataset", &o->dataset, "data set to train on")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}))
+      ->group("Model and data");
+  Flag(app, "data_dir", &o->data_dir,
+       "directory of the data set files (empty: the data set's default)")
+      ->group("Model and data");
+  Flag(app, "batch_size", &o->batch_size, "examples per step on this worker")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->group("Model and data");
+  Flag(app, "steps", &o->steps, "training steps")
+      ->check(CLI::Range(uint64_t{1}, kU64Max))
+      ->group("Model and data");
+  Flag(app, "threads", &o->threads, "libtorch intra-op threads")
+      ->check(CLI::Range(1u, 1024u))
+      ->group("Model and data");
+
+  // --- optimizer ---
+  Flag(app, "optimizer", &o->optimizer,
+       "sgd, momentum (SGD with --momentum) or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+      ->group("Optimizer");
+  Flag(app, "lr", &o->lr, "base learning rate")
+      ->check(FiniteIn(0, kInf))
+      ->group("Optimizer");
+  Flag(app, "momentum", &o->momentum,
+       "momentum of --optimizer=momentum (beta1 of adam)")
+      ->check(FiniteIn(0, 1))
+      ->group("Optimizer");
+  Flag(app, "weight_decay", &o->weight_decay, "L2 weight decay")
+      ->check(FiniteIn(0, kInf))
+      ->group("Optimizer");
+  Flag(app, "lr_schedule", &o->lr_schedule,
+       "constant; poly: lr*(1-t/steps)^0.5 (TernGrad); step: "
+       "lr*lr_gamma^floor(t/lr_step_every)")
+      ->check(CLI::IsMember({"constant", "poly", "step"}))
+      ->group("Optimizer");
+  Flag(app, "lr_step_every", &o->lr_step_every,
+       "step schedule: steps between two decays")
+      ->check(CLI::Range(uint64_t{1}, kU64Max))
+      ->group("Optimizer");
+  Flag(app, "lr_gamma", &o->lr_gamma, "step schedule: decay factor")
+      ->check(FiniteIn(0, kInf))
+      ->group("Optimizer");
+
+  // --- communication ---
+  Flag(app, "codec", &o->codec, "gradient codec on the wire")
+      ->check(CLI::IsMember({"terngrad", "fp32", "fp16"}))
+      ->group("Communication");
+  Flag(app, "packing", &o->packing,
+       "terngrad push layout: 2bit (4 codes a byte) or base3 (5 a byte)")
+      ->check(CLI::IsMember({"2bit", "base3"}))
+      ->group("Communication");
+  Flag(app, "sum_packing", &o->sum_packing,
+       "terngrad pull layout: bits (ceil(log2(2N+1)) bits a sum) or radix "
+       "(radix-(2N+1) digits in 64-bit words)")
+      ->check(CLI::IsMember({"bits", "radix"}))
+      ->group("Communication");
+  Flag(app, "clip", &o->clip,
+       "TernGrad clipping at clip*sigma of each chunk; 0 disables clipping")
+      ->check(FiniteIn(0, kInf))
+      ->group("Communication");
+  Flag(app, "fp32_tensors", &o->fp32_tensors,
+       "tensors sent in fp32 whatever the codec, by exact name, "
+       "comma-separated; 'last' names the model's last weight and bias")
+      ->delimiter(',')
+      ->check(NonEmpty())
+      ->group("Communication");
+  Flag(app, "min_compress_elems", &o->min_compress_elems,
+       "tensors with fewer elements are sent in fp32")
+      ->group("Communication");
+  Flag(app, "partition_bytes", &o->partition_bytes,
+       "largest chunk, in fp32 bytes (the unit of sharding and of scalers)")
+      ->check(CLI::Range(uint64_t{4}, kU64Max))
+      ->group("Communication");
+
+  // --- checks and output ---
+  Flag(app, "check_every", &o->check_every,
+       "compare parameter checksums with the shards every N steps (0: only "
+       "at the end)")
+      ->group("Checks and output");
+  Flag(app, "eval_every", &o->eval_every,
+       "evaluate on the test set every N steps (0: only at the end)")
+      ->group("Checks and output");
+  Flag(app, "metrics_out", &o->metrics_out,
+       "JSONL file, one record per step (empty: none)")
+      ->group("Checks and output");
+  Flag(app, "log_level", &o->log_level, "log level")
+      ->check(CLI::IsMember(
+          {"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->group("Checks and output");
+}
+
+absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
+  if (o.num_workers == 0) {
+    return absl::InvalidArgumentError("--num_workers must be at least 1");
+  }
+  if (o.worker_id >= o.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_id=", o.worker_id,
+                     " is not below --num_workers=", o.num_workers));
+  }
+  if (o.ps.empty()) {
+    return absl::InvalidArgumentError(
+        "--ps is empty: give the shard addresses (host:port, comma-separated)");
+  }
+  for (const std::string& address : o.ps) {
+    if (address.empty() || address.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ps: '", address, "' is not an address of the form host:port"));
+    }
+  }
+  if (o.run_id.empty()) {
+    return absl::InvalidArgumentError("--run_id must not be empty");
+  }
+  if (!(o.rpc_timeout_s > 0) || !std::isfinite(o.rpc_timeout_s)) {
+    return absl::InvalidArgumentError("--rpc_timeout_s must be a number > 0");
+  }
+  if (!(o.join_timeout_s > 0) || !std::isfinite(o.join_timeout_s)) {
+    return absl::InvalidArgumentError("--join_timeout_s must be a number > 0");
+  }
+  if (o.batch_size == 0) {
+    return absl::InvalidArgumentError("--batch_size must be at least 1");
+  }
+  if (o.steps == 0) {
+    return absl::InvalidArgumentError("--steps must be at least 1");
+  }
+  if (o.threads == 0) {
+    return absl::InvalidArgumentError("--threads must be at least 1");
+  }
+  if (o.partition_bytes < 4) {
+    return absl::InvalidArgumentError(
+        "--partition_bytes must be at least 4 (one float)");
+  }
+  if (!(o.momentum >= 0 && o.momentum <= 1)) {
+    return absl::InvalidArgumentError("--momentum must be in [0, 1]");
+  }
+  if (!(o.clip >= 0) || !std::isfinite(o.clip)) {
+    return absl::InvalidArgumentError("--clip must be a finite number >= 0");
+  }
+  if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
+    return absl::InvalidArgumentError(
+        "--weight_decay must be a finite number >= 0");
+  }
+  if (o.optimizer != "sgd" && o.optimizer != "momentum" &&
+      o.optimizer != "adam") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer: '", o.optimizer, "' is not sgd, momentum or adam"));
+  }
+  if (o.codec != "terngrad" && o.codec != "fp32" && o.codec != "fp16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--codec: '", o.codec, "' is not terngrad, fp32 or fp16"));
+  }
+  if (o.packing != "2bit" && o.packing != "base3") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--packing: '", o.packing, "' is not 2bit or base3"));
+  }
+  if (o.sum_packing != "bits" && o.sum_packing != "radix") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sum_packing: '", o.sum_packing, "' is not bits or radix"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tern::worker

@@ -1,0 +1,27 @@
+// The flags of `tern worker`: every field of WorkerOptions
+// (worker/worker_options.h) as --<field_name>, also read from the
+// environment as TERN_<FIELD_NAME> (a flag on the command line wins over
+// the environment, which wins over the default). List fields take
+// comma-separated values (--ps=h1:1,h2:2) or repeated flags.
+#ifndef TERN_WORKER_WORKER_FLAGS_H_
+#define TERN_WORKER_WORKER_FLAGS_H_
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "worker/worker_options.h"
+
+namespace tern::worker {
+
+// Registers the flags on `app` (the `worker` subcommand), writing into
+// `*options`, which must outlive the parse. Each flag checks its own range
+// or choices; CLI11 reports a bad value as "--<flag>: <reason>".
+void AddWorkerFlags(CLI::App* app, WorkerOptions* options);
+
+// The checks that involve several flags or that a parse cannot see
+// (worker_id < num_workers, at least one shard, ...). INVALID_ARGUMENT
+// naming the flags. RunWorker calls it first.
+absl::Status ValidateWorkerOptions(const WorkerOptions& options);
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_WORKER_FLAGS_H_

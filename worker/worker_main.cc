@@ -1,0 +1,81 @@
+#include "worker/worker_main.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "torch/torch.h"
+#include "worker/datasets.h"
+#include "worker/models.h"
+#include "worker/ps_client.h"
+#include "worker/step_metrics.h"
+#include "worker/trainer.h"
+#include "worker/worker_flags.h"
+
+namespace tern::worker {
+namespace {
+
+absl::Status Train(const WorkerOptions& options, const Logger& logger) {
+  TERN_RETURN_IF_ERROR(ValidateWorkerOptions(options));
+  TERN_ASSIGN_OR_RETURN(const spdlog::level::level_enum level,
+                        ParseLogLevel(options.log_level));
+  logger->set_level(level);
+  // libtorch's intra-op pool is per process; the flag sets it once here.
+  torch::set_num_threads(static_cast<int>(options.threads));
+
+  TERN_ASSIGN_OR_RETURN(
+      TrainTest data,
+      LoadDataset(options.dataset, options.data_dir, options.seed));
+  // Parameter localization (DESIGN section 3): every worker draws the same
+  // initial parameters from the same seed; the join checksum proves it.
+  torch::manual_seed(options.seed);
+  TERN_ASSIGN_OR_RETURN(std::shared_ptr<Model> model,
+                        MakeModel(options.model, data.train.shape));
+  TERN_ASSIGN_OR_RETURN(
+      std::unique_ptr<Trainer> trainer,
+      Trainer::Create(options, std::move(model), std::move(data), logger));
+
+  PsClientOptions client_options;
+  client_options.rpc_timeout = absl::Seconds(options.rpc_timeout_s);
+  client_options.join_timeout = absl::Seconds(options.join_timeout_s);
+  client_options.max_message_bytes = trainer->max_message_bytes();
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                        PsClient::Connect(options.ps, client_options, logger));
+
+  std::unique_ptr<MetricsWriter> metrics;
+  if (!options.metrics_out.empty()) {
+    TERN_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(options.metrics_out));
+  }
+  return trainer->Run(*client, metrics.get());
+}
+
+}  // namespace
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kResourceExhausted:
+      return kExitTransient;
+    default:
+      return kExitPermanent;
+  }
+}
+
+int RunWorker(const WorkerOptions& options, Logger logger) {
+  const absl::Status status = Train(options, logger);
+  const int code = ExitCodeFor(status);
+  if (!status.ok()) {
+    logger->error("{} (exit {}, {})", status.ToString(), code,
+                  code == kExitTransient ? "transient: a restart may succeed"
+                                         : "permanent");
+  }
+  return code;
+}
+
+}  // namespace tern::worker
