@@ -2,6 +2,7 @@
 # The project's entry points for people and CI. Each command installs what
 # is missing first (deploy/install-deps.sh: Debian packages, as root).
 #
+#   ./dev.sh demo          train LeNet on Fashion-MNIST: 2 shards, 4 workers, TernGrad
 #   ./dev.sh test          build everything and run every test
 #   ./dev.sh test asan     the same under a sanitizer (asan, ubsan or tsan)
 #   ./dev.sh build         build the default (CUDA-free) configuration
@@ -10,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 usage() {
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 install_deps() {
@@ -35,6 +36,15 @@ case "$cmd" in
       esac
     fi
     bazel test "${bazel_flags[@]}" "${config[@]}" //...
+    ;;
+  demo)
+    install_deps
+    bazel build "${bazel_flags[@]}" //tern
+    # About 5 minutes on 2 cores; extra arguments go to `tern launch`
+    # (e.g. --codec=fp32 to compare, --steps=100 for a quick look).
+    bazel-bin/tern/tern launch --shards=2 --workers=4 --model=lenet \
+      --dataset=fashion-mnist --codec=terngrad --steps=600 --eval_every=200 \
+      "${@:2}"
     ;;
   build)
     install_deps

@@ -641,6 +641,36 @@ TERN_HOST_DEVICE uint32_t DecodeRadixWord(const uint8_t* packed, uint64_t n,
   return bad;
 }
 
+// ---------------------------------------------------------------------------
+// Device only: which chunk a CTA works on.
+
+#if defined(__CUDACC__)
+// The chunk that owns CTA `cta`: the last c with first_cta[c] <= cta
+// (first_cta non-decreasing, first_cta[0] == 0, so empty chunks are skipped).
+// A 32-way search: each step the warp probes 32 evenly spaced entries, so a
+// table of C chunks takes ceil(log32 C) dependent loads instead of log2 C.
+// Must be called by all 32 lanes of a warp.
+__device__ __forceinline__ uint32_t FindChunk(const uint32_t* first_cta,
+                                              uint32_t num_chunks,
+                                              uint32_t cta) {
+  const uint32_t lane = threadIdx.x % 32;
+  uint32_t lo = 0;
+  uint32_t hi = num_chunks;  // the answer is in [lo, hi)
+  while (hi - lo > 1) {
+    const uint32_t step = (hi - lo + 31) / 32;
+    const uint32_t probe = lo + lane * step;
+    const bool at_or_before = probe < hi && __ldg(first_cta + probe) <= cta;
+    // Lane 0 probes lo, which is at or before cta, so the mask is nonzero;
+    // the table is sorted, so the set lanes are a prefix.
+    const uint32_t mask = __ballot_sync(0xFFFFFFFFu, at_or_before);
+    const uint32_t last = 31 - static_cast<uint32_t>(__clz(mask));
+    lo += last * step;
+    hi = min(hi, lo + step);
+  }
+  return lo;
+}
+#endif  // defined(__CUDACC__)
+
 }  // namespace tern::kernels::tile
 
 #endif  // TERN_KERNELS_TERNGRAD_TILE_CUDA_H_
