@@ -43,7 +43,7 @@ case "$cmd" in
     # About 5 minutes on 2 cores; extra arguments go to `tern launch`
     # (e.g. --codec=fp32 to compare, --steps=100 for a quick look).
     bazel-bin/tern/tern launch --shards=2 --workers=4 --model=lenet \
-      --dataset=fashion-mnist --codec=terngrad --steps=600 --eval_every=200 \
+      --dataset=fashion-mnist --codec=terngrad --steps=1000 --eval_every=250 \
       "${@:2}"
     ;;
   build)

@@ -25,6 +25,14 @@
 #include "common/philox.h"
 #include "kernels/ternary_math.h"
 
+// Full unrolling of the fixed-size loops for nvcc; the host build (tests)
+// leaves them to the compiler.
+#if defined(__CUDACC__)
+#define TERN_UNROLL _Pragma("unroll")
+#else
+#define TERN_UNROLL
+#endif
+
 namespace tern::kernels::tile {
 
 // Elements per thread. A two-bit thread makes one 32-bit word of codes from
@@ -130,7 +138,7 @@ TERN_HOST_DEVICE void LoadFloats(const float* values, uint64_t first,
 #if defined(__CUDA_ARCH__)
   if (first + kCount <= n && IsAligned(values + first, 16)) {
     const float4* p = reinterpret_cast<const float4*>(values + first);
-#pragma unroll
+TERN_UNROLL
     for (uint32_t j = 0; j < kCount / 4; ++j) {
       const float4 q = __ldg(p + j);
       v[4 * j] = q.x;
@@ -141,7 +149,7 @@ TERN_HOST_DEVICE void LoadFloats(const float* values, uint64_t first,
     return;
   }
 #endif
-#pragma unroll
+TERN_UNROLL
   for (uint32_t j = 0; j < kCount; ++j) {
     v[j] = first + j < n ? values[first + j] : 0.0f;
   }
@@ -157,14 +165,14 @@ TERN_HOST_DEVICE void StoreValues(T* out, uint64_t first, uint64_t n,
     using Vector = typename std::conditional<std::is_same<T, float>::value,
                                              float4, int4>::type;
     Vector* p = reinterpret_cast<Vector*>(out + first);
-#pragma unroll
+TERN_UNROLL
     for (uint32_t j = 0; j < kCount / 4; ++j) {
       p[j] = Vector{v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
     }
     return;
   }
 #endif
-#pragma unroll
+TERN_UNROLL
   for (uint32_t j = 0; j < kCount; ++j) {
     if (first + j < n) out[first + j] = v[j];
   }
@@ -279,9 +287,9 @@ TERN_HOST_DEVICE void AccumulateStatsQuarter(const float* block, uint32_t len,
     static_assert(kRows % kUnroll == 0, "whole unrolled steps");
     for (uint32_t r0 = 0; r0 < kRows; r0 += kUnroll) {
       float4 v[kUnroll];
-#pragma unroll
+TERN_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) v[k] = __ldg(p + 4 * (r0 + k));
-#pragma unroll
+TERN_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) {
         AddStatsValue(v[k].x, shift, &acc->sum[0], &acc->sum_squares[0],
                       &acc->max_abs, &acc->nonfinite);
@@ -297,7 +305,7 @@ TERN_HOST_DEVICE void AccumulateStatsQuarter(const float* block, uint32_t len,
   }
 #endif
   for (uint32_t r = 0; r < kRows && r * kStatsLanes < len; ++r) {
-#pragma unroll
+TERN_UNROLL
     for (uint32_t j = 0; j < kStatsLanesPerThread; ++j) {
       const uint32_t i = r * kStatsLanes + q * kStatsLanesPerThread + j;
       if (i < len) {
@@ -378,11 +386,11 @@ TERN_HOST_DEVICE void QuantizeTwoBitThread(const float* values, uint64_t n,
   LoadFloats<kTwoBitElements>(values, first, n, v);
   const bool usable = UsableScaler(scaler);
   uint32_t word = 0;
-#pragma unroll
+TERN_UNROLL
   for (uint32_t g = 0; g < kTwoBitElements / 4; ++g) {
     const PhiloxCounter words =
         GroupWords(stream, first / 4 + g, usable && first + 4 * g < n);
-#pragma unroll
+TERN_UNROLL
     for (uint32_t j = 0; j < 4; ++j) {
       // Elements past n are 0.0f, which Ternarize maps to code 0: the
       // zero padding bits of the last byte.
@@ -404,11 +412,11 @@ TERN_HOST_DEVICE void QuantizeBase3Thread(const float* values, uint64_t n,
   LoadFloats<kBase3Elements>(values, first, n, v);
   const bool usable = UsableScaler(scaler);
   uint32_t digits[kBase3Elements];
-#pragma unroll
+TERN_UNROLL
   for (uint32_t g = 0; g < kBase3Elements / 4; ++g) {
     const PhiloxCounter words =
         GroupWords(stream, first / 4 + g, usable && first + 4 * g < n);
-#pragma unroll
+TERN_UNROLL
     for (uint32_t j = 0; j < 4; ++j) {
       const uint32_t e = 4 * g + j;
       // Padding digits past n are 0 (not the digit 1 of code 0).
@@ -418,7 +426,7 @@ TERN_HOST_DEVICE void QuantizeBase3Thread(const float* values, uint64_t n,
     }
   }
   uint32_t word = 0;
-#pragma unroll
+TERN_UNROLL
   for (uint32_t b = 0; b < 4; ++b) {
     const uint32_t* d = digits + 5 * b;
     const uint32_t byte = d[0] + 3 * (d[1] + 3 * (d[2] + 3 * (d[3] + 3 * d[4])));
@@ -460,7 +468,7 @@ TERN_HOST_DEVICE void SumTwoBitThread(const uint8_t* const* pushes,
       bad |= kErrorBadPadding;
     }
     if (bad != 0) FlagError(errors + w * error_stride, bad);
-#pragma unroll
+TERN_UNROLL
     for (uint32_t j = 0; j < kTwoBitElements; ++j) {
       acc[j] += TwoBitCode((word >> (2 * j)) & 3u);
     }
@@ -492,7 +500,7 @@ TERN_HOST_DEVICE void SumBase3Thread(const uint8_t* const* pushes,
   for (uint32_t w = 0; w < num_pushes; ++w) {
     const uint32_t word = LoadWordLE(pushes[w] + packed_offset, index, size);
     uint32_t bad = 0;
-#pragma unroll
+TERN_UNROLL
     for (uint32_t b = 0; b < 4; ++b) {
       uint32_t byte = (word >> (8 * b)) & 0xFFu;
       if (index + b < size) {
@@ -501,7 +509,7 @@ TERN_HOST_DEVICE void SumBase3Thread(const uint8_t* const* pushes,
           bad |= kErrorBadPadding;
         }
       }
-#pragma unroll
+TERN_UNROLL
       for (uint32_t j = 0; j < 5; ++j) {
         acc[5 * b + j] += static_cast<int32_t>(byte % 3) - 1;
         byte /= 3;
@@ -524,37 +532,42 @@ TERN_HOST_DEVICE uint32_t DecodeSumBitsThread(const uint8_t* packed,
                                               uint64_t n, uint64_t t,
                                               uint32_t num_summands,
                                               float factor, float* out) {
-  static_assert(kBits >= 2 && kBits <= 31, "a field spans two words at most");
+  static_assert(kBits >= 2 && kBits <= 26, "a field spans five bytes at most");
   const uint64_t size = SumBitsBytes(n, kBits);
   const uint64_t index = t * kBits;
-  constexpr uint32_t kWords = (kBits + 3) / 4;
-  uint32_t words[kWords + 1];
-  words[kWords] = 0;
-  if (kBits % 4 == 0) {
-#pragma unroll
-    for (uint32_t k = 0; k < kWords; ++k) {
-      words[k] = LoadWordLE(packed, index + 4 * k, size);
+  // The group's bytes, each in a register (constant indices only).
+  uint32_t bytes[kBits];
+  if constexpr (kBits % 4 == 0) {
+TERN_UNROLL
+    for (uint32_t k = 0; k < kBits / 4; ++k) {
+      const uint32_t word = LoadWordLE(packed, index + 4 * k, size);
+TERN_UNROLL
+      for (uint32_t b = 0; b < 4; ++b) bytes[4 * k + b] = (word >> (8 * b)) & 0xFFu;
     }
   } else {
-#pragma unroll
-    for (uint32_t k = 0; k < kWords; ++k) words[k] = 0;
-#pragma unroll
+TERN_UNROLL
     for (uint32_t b = 0; b < kBits; ++b) {
-      const uint32_t byte = index + b < size ? packed[index + b] : 0u;
-      words[b / 4] |= byte << (8 * (b % 4));
+      bytes[b] = index + b < size ? uint32_t{packed[index + b]} : 0u;
     }
   }
   const uint32_t max_field = 2 * num_summands;
   const uint64_t first = t * kSumBitsElements;
   uint32_t bad = 0;
   float v[kSumBitsElements];
-#pragma unroll
+TERN_UNROLL
   for (uint32_t j = 0; j < kSumBitsElements; ++j) {
+    // Field j is bits [j*kBits, j*kBits + kBits) of the group: at most five
+    // bytes from byte j*kBits/8 on.
     const uint32_t bit = j * kBits;
-    const uint64_t pair = words[bit / 32] |
-                          (static_cast<uint64_t>(words[bit / 32 + 1]) << 32);
+    uint64_t window = 0;
+TERN_UNROLL
+    for (uint32_t k = 0; k < 5; ++k) {
+      if (bit / 8 + k < kBits) {
+        window |= static_cast<uint64_t>(bytes[bit / 8 + k]) << (8 * k);
+      }
+    }
     const uint32_t field =
-        static_cast<uint32_t>(pair >> (bit % 32)) & ((1u << kBits) - 1);
+        static_cast<uint32_t>(window >> (bit % 8)) & ((1u << kBits) - 1);
     if (first + j < n && field > max_field) bad |= kErrorBadValue;
     v[j] = DecodeValue(static_cast<int32_t>(field) -
                            static_cast<int32_t>(num_summands),
@@ -563,8 +576,12 @@ TERN_HOST_DEVICE uint32_t DecodeSumBitsThread(const uint8_t* packed,
   // The bits after the last field, in the last byte, must be zero.
   const uint32_t tail_bits = static_cast<uint32_t>(n * kBits % 8);
   if (tail_bits != 0 && size - 1 - index < kBits) {
-    const uint32_t b = static_cast<uint32_t>(size - 1 - index);
-    const uint32_t last = (words[b / 4] >> (8 * (b % 4))) & 0xFFu;
+    const uint32_t last_byte = static_cast<uint32_t>(size - 1 - index);
+    uint32_t last = 0;
+TERN_UNROLL
+    for (uint32_t b = 0; b < kBits; ++b) {
+      if (b == last_byte) last = bytes[b];
+    }
     if ((last >> tail_bits) != 0) bad |= kErrorBadPadding;
   }
   StoreValues<kSumBitsElements>(out, first, n, v);

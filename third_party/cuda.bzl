@@ -44,6 +44,9 @@ def tern_cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], **kwargs
         cmd = " && ".join(cmds) + " && ar rcs $@ " +
               " ".join(["$(@D)/" + o.split("/")[-1] for o in objs]),
         message = "nvcc " + name,
+        # The nvcc step must be skipped wherever the library is (the
+        # default build, without --config=cuda).
+        target_compatible_with = kwargs.get("target_compatible_with"),
     )
     cc_library(
         name = name,

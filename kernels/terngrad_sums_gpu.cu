@@ -1,0 +1,192 @@
+// CUDA twin of the server-side and pull-side TernGrad kernels (Wen et al.,
+// NIPS 2017, Algorithm 1; DESIGN section 3 steps 5-6): the integer sums of
+// N workers' ternary pushes, and the decoding of pulled sums
+// (LAYOUT_SUM_BITS, LAYOUT_SUM_RADIX) into floats, one launch for all
+// chunks. Bytes that came from the network are validated as the CPU
+// decoders do; problems are reported per chunk (and per push) in error
+// words, never by reading out of bounds.
+//
+// No Abseil here: nvcc compiles this file outside Bazel's toolchain
+// (third_party/cuda.bzl); terngrad_cuda.cc wraps it.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/payload.h"
+#include "kernels/ternary_math.h"
+#include "kernels/terngrad_cuda_launch.h"
+#include "kernels/terngrad_tile_cuda.h"
+
+namespace tern::kernels::cuda {
+namespace {
+
+template <Layout kLayout>
+__global__ void __launch_bounds__(kThreads)
+    SumTernaryKernel(const uint8_t* const* pushes, uint32_t num_pushes,
+                     const SumChunk* chunks, const uint32_t* first_cta,
+                     uint32_t num_chunks, int32_t* sums, uint32_t* errors) {
+  constexpr uint32_t kElements = kLayout == Layout::kTernaryBase3
+                                     ? tile::kBase3Elements
+                                     : tile::kTwoBitElements;
+  const uint32_t c = tile::FindChunk(first_cta, num_chunks, blockIdx.x);
+  const SumChunk chunk = chunks[c];
+  const uint64_t t =
+      uint64_t{blockIdx.x - first_cta[c]} * kThreads + threadIdx.x;
+  if (t * kElements >= chunk.count) return;
+  if constexpr (kLayout == Layout::kTernaryBase3) {
+    tile::SumBase3Thread(pushes, num_pushes, chunk.packed_offset, chunk.count,
+                         t, sums + chunk.offset, errors + c, num_chunks);
+  } else {
+    tile::SumTwoBitThread(pushes, num_pushes, chunk.packed_offset,
+                          chunk.count, t, sums + chunk.offset, errors + c,
+                          num_chunks);
+  }
+}
+
+// One thread per 8 sums (kBits bytes); kBits = SumBits(N) is a template
+// argument so that every shift and mask is a constant.
+template <uint32_t kBits>
+__global__ void __launch_bounds__(kThreads)
+    DecodeSumBitsKernel(const uint8_t* packed, const SumChunk* chunks,
+                        const uint32_t* first_cta, uint32_t num_chunks,
+                        uint32_t num_summands, float* out, uint32_t* errors) {
+  const uint32_t c = tile::FindChunk(first_cta, num_chunks, blockIdx.x);
+  const SumChunk chunk = chunks[c];
+  const uint64_t t =
+      uint64_t{blockIdx.x - first_cta[c]} * kThreads + threadIdx.x;
+  if (t * tile::kSumBitsElements >= chunk.count) return;
+  const float factor = DecodeFactor(chunk.scaler, num_summands);
+  const uint32_t bad = tile::DecodeSumBitsThread<kBits>(
+      packed + chunk.packed_offset, chunk.count, t, num_summands, factor,
+      out + chunk.offset);
+  if (bad != 0) tile::FlagError(errors + c, bad);
+}
+
+// One thread per 64-bit word. A word's digits are consecutive elements, so
+// a thread writing its own would store with a stride of `digits` floats
+// across the warp; the CTA stages its values in shared memory and stores
+// them contiguously instead.
+__global__ void __launch_bounds__(kRadixThreads)
+    DecodeSumRadixKernel(const uint8_t* packed, const SumChunk* chunks,
+                         const uint32_t* first_cta, uint32_t num_chunks,
+                         uint32_t num_summands, tile::RadixParams radix,
+                         float* out, uint32_t* errors) {
+  __shared__ float staged[kRadixThreads * tile::kMaxRadixDigits];
+  const uint32_t c = tile::FindChunk(first_cta, num_chunks, blockIdx.x);
+  const SumChunk chunk = chunks[c];
+  const uint32_t cta = blockIdx.x - first_cta[c];
+  const uint64_t num_words = (chunk.count + radix.digits - 1) / radix.digits;
+  const uint64_t w = uint64_t{cta} * kRadixThreads + threadIdx.x;
+  if (w < num_words) {
+    const float factor = DecodeFactor(chunk.scaler, num_summands);
+    const uint32_t bad = tile::DecodeRadixWord(
+        packed + chunk.packed_offset, chunk.count, w, radix, num_summands,
+        factor, staged + threadIdx.x * radix.digits);
+    if (bad != 0) tile::FlagError(errors + c, bad);
+  }
+  __syncthreads();
+  const uint64_t first = uint64_t{cta} * kRadixThreads * radix.digits;
+  const uint64_t rest = chunk.count - first;
+  const uint32_t count = static_cast<uint32_t>(
+      rest < uint64_t{kRadixThreads} * radix.digits
+          ? rest
+          : uint64_t{kRadixThreads} * radix.digits);
+  float* chunk_out = out + chunk.offset + first;
+  for (uint32_t i = threadIdx.x; i < count; i += kRadixThreads) {
+    chunk_out[i] = staged[i];
+  }
+}
+
+template <uint32_t kBits>
+void LaunchSumBits(const uint8_t* packed, const SumChunk* chunks,
+                   const uint32_t* first_cta, uint32_t num_chunks,
+                   uint32_t num_ctas, uint32_t num_summands, float* out,
+                   uint32_t* errors, cudaStream_t stream) {
+  DecodeSumBitsKernel<kBits><<<num_ctas, kThreads, 0, stream>>>(
+      packed, chunks, first_cta, num_chunks, num_summands, out, errors);
+}
+
+// 32 - clz(2N): the bits of a field holding 0 .. 2N.
+uint32_t SumBitsOf(uint32_t num_summands) {
+  uint32_t bits = 0;
+  for (uint64_t top = 2 * uint64_t{num_summands}; top != 0; top >>= 1) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+cudaError_t LaunchSumTernary(const uint8_t* const* pushes, uint32_t num_pushes,
+                             const SumChunk* chunks, const uint32_t* first_cta,
+                             uint32_t num_chunks, uint32_t num_ctas,
+                             Layout layout, int32_t* sums, uint32_t* errors,
+                             cudaStream_t stream) {
+  if (num_ctas == 0) return cudaSuccess;
+  if (layout == Layout::kTernary2Bit) {
+    SumTernaryKernel<Layout::kTernary2Bit><<<num_ctas, kThreads, 0, stream>>>(
+        pushes, num_pushes, chunks, first_cta, num_chunks, sums, errors);
+  } else if (layout == Layout::kTernaryBase3) {
+    SumTernaryKernel<Layout::kTernaryBase3><<<num_ctas, kThreads, 0, stream>>>(
+        pushes, num_pushes, chunks, first_cta, num_chunks, sums, errors);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDecodeSums(const uint8_t* packed, const SumChunk* chunks,
+                             const uint32_t* first_cta, uint32_t num_chunks,
+                             uint32_t num_ctas, uint32_t num_summands,
+                             Layout layout, float* out, uint32_t* errors,
+                             cudaStream_t stream) {
+  if (num_summands < 1 || num_summands > kMaxSummands) {
+    return cudaErrorInvalidValue;
+  }
+  if (num_ctas == 0) return cudaSuccess;
+  if (layout == Layout::kSumRadix) {
+    const tile::RadixParams radix = tile::MakeRadixParams(num_summands);
+    if (radix.digits > tile::kMaxRadixDigits) return cudaErrorInvalidValue;
+    DecodeSumRadixKernel<<<num_ctas, kRadixThreads, 0, stream>>>(
+        packed, chunks, first_cta, num_chunks, num_summands, radix, out,
+        errors);
+    return cudaGetLastError();
+  }
+  if (layout != Layout::kSumBits) return cudaErrorInvalidValue;
+  switch (SumBitsOf(num_summands)) {
+#define TERN_SUM_BITS_CASE(B)                                             \
+  case B:                                                                 \
+    LaunchSumBits<B>(packed, chunks, first_cta, num_chunks, num_ctas,     \
+                     num_summands, out, errors, stream);                  \
+    break;
+    TERN_SUM_BITS_CASE(2)
+    TERN_SUM_BITS_CASE(3)
+    TERN_SUM_BITS_CASE(4)
+    TERN_SUM_BITS_CASE(5)
+    TERN_SUM_BITS_CASE(6)
+    TERN_SUM_BITS_CASE(7)
+    TERN_SUM_BITS_CASE(8)
+    TERN_SUM_BITS_CASE(9)
+    TERN_SUM_BITS_CASE(10)
+    TERN_SUM_BITS_CASE(11)
+    TERN_SUM_BITS_CASE(12)
+    TERN_SUM_BITS_CASE(13)
+    TERN_SUM_BITS_CASE(14)
+    TERN_SUM_BITS_CASE(15)
+    TERN_SUM_BITS_CASE(16)
+    TERN_SUM_BITS_CASE(17)
+    TERN_SUM_BITS_CASE(18)
+    TERN_SUM_BITS_CASE(19)
+    TERN_SUM_BITS_CASE(20)
+    TERN_SUM_BITS_CASE(21)
+    TERN_SUM_BITS_CASE(22)
+    TERN_SUM_BITS_CASE(23)
+    TERN_SUM_BITS_CASE(24)
+    TERN_SUM_BITS_CASE(25)
+    TERN_SUM_BITS_CASE(26)
+#undef TERN_SUM_BITS_CASE
+    default:  // N <= kMaxSummands = 2^24 needs at most 26 bits
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace tern::kernels::cuda
