@@ -52,7 +52,7 @@ case "$cmd" in
     ;;
   bench)
     install_deps
-    bazel run "${bazel_flags[@]}" //kernels:codec_bench -- "${@:2}"
+    bazel build "${bazel_flags[@]}" //tern && bazel-bin/tern/tern bench kernels "${@:2}"
     ;;
   -h|--help|help)
     usage

@@ -10,6 +10,8 @@
 //
 // Sizes are 2^10 .. 2^26 elements in steps of x4; each benchmark runs for
 // 0.1 s unless --benchmark_min_time says otherwise.
+#include "kernels/codec_bench.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -377,9 +379,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
 };
 
 }  // namespace
-}  // namespace tern::kernels
 
-int main(int argc, char** argv) {
+int RunCodecBench(int argc, char** argv) {
   // A short default run; flags given on the command line win.
   std::vector<char*> args(argv, argv + argc);
   bool has_min_time = false;
@@ -391,10 +392,12 @@ int main(int argc, char** argv) {
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
-  tern::kernels::RegisterAll();
-  tern::kernels::RatioReporter reporter;
+  RegisterAll();
+  RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();
   benchmark::Shutdown();
   return 0;
 }
+
+}  // namespace tern::kernels

@@ -39,20 +39,19 @@ struct OutputRange {
 // would write the same bytes from different threads).
 absl::Status CheckDisjoint(std::vector<OutputRange> ranges,
                            absl::string_view what) {
-  ranges.erase(std::remove_if(ranges.begin(), ranges.end(),
-                              [](const OutputRange& r) {
-                                return r.begin == r.end;
-                              }),
-               ranges.end());
+  ranges.erase(
+      std::remove_if(ranges.begin(), ranges.end(),
+                     [](const OutputRange& r) { return r.begin == r.end; }),
+      ranges.end());
   std::sort(ranges.begin(), ranges.end(),
             [](const OutputRange& a, const OutputRange& b) {
               return a.begin < b.begin;
             });
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].begin < ranges[i - 1].end) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "chunk table entries %d and %d overlap in the %s",
-          ranges[i - 1].index, ranges[i].index, what));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("chunk table entries %d and %d overlap in the %s",
+                          ranges[i - 1].index, ranges[i].index, what));
     }
   }
   return absl::OkStatus();
@@ -82,9 +81,9 @@ absl::Status AssignCtas(const std::vector<uint64_t>& counts, uint64_t per_cta,
 
 absl::Status CheckCount(size_t index, uint64_t count) {
   if (count > kMaxTernaryElements) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "chunk table entry %d has %d elements, more than %d", index, count,
-        kMaxTernaryElements));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("chunk table entry %d has %d elements, more than %d",
+                        index, count, kMaxTernaryElements));
   }
   return absl::OkStatus();
 }
@@ -178,8 +177,8 @@ absl::StatusOr<CudaLaunchTable<cuda::QuantizeChunk>> PlanCudaQuantize(
                                                chunk.packed_offset,
                                                chunk.scaler, chunk.key});
     counts.push_back(chunk.count);
-    outputs.push_back(OutputRange{chunk.packed_offset,
-                                  chunk.packed_offset + bytes, i});
+    outputs.push_back(
+        OutputRange{chunk.packed_offset, chunk.packed_offset + bytes, i});
   }
   TERN_RETURN_IF_ERROR(CheckDisjoint(std::move(outputs), "packed output"));
   TERN_RETURN_IF_ERROR(
@@ -202,8 +201,7 @@ absl::StatusOr<CudaLaunchTable<cuda::SumChunk>> PlanCudaSumPushes(
     TERN_RETURN_IF_ERROR(CheckCount(i, chunk.count));
     const uint64_t bytes = PackedTernaryBytes(chunk.count, layout);
     if (!FitsIn(chunk.packed_offset, bytes, push_size)) {
-      return OutOfRange(i, "push bytes", chunk.packed_offset, bytes,
-                        push_size);
+      return OutOfRange(i, "push bytes", chunk.packed_offset, bytes, push_size);
     }
     if (!FitsIn(chunk.offset, chunk.count, num_sums)) {
       return OutOfRange(i, "sums", chunk.offset, chunk.count, num_sums);
@@ -211,8 +209,7 @@ absl::StatusOr<CudaLaunchTable<cuda::SumChunk>> PlanCudaSumPushes(
     table.chunks.push_back(cuda::SumChunk{chunk.packed_offset, chunk.count,
                                           chunk.offset, chunk.scaler});
     counts.push_back(chunk.count);
-    outputs.push_back(
-        OutputRange{chunk.offset, chunk.offset + chunk.count, i});
+    outputs.push_back(OutputRange{chunk.offset, chunk.offset + chunk.count, i});
   }
   TERN_RETURN_IF_ERROR(CheckDisjoint(std::move(outputs), "sums"));
   TERN_RETURN_IF_ERROR(
@@ -224,8 +221,8 @@ absl::StatusOr<CudaLaunchTable<cuda::SumChunk>> PlanCudaDecodeSums(
     absl::Span<const CudaSumChunk> chunks, uint64_t packed_size,
     uint32_t num_summands, Layout layout, uint64_t num_out) {
   if (layout != Layout::kSumBits && layout != Layout::kSumRadix) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "layout %s is not a sum layout", LayoutName(layout)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("layout %s is not a sum layout", LayoutName(layout)));
   }
   if (SumBits(num_summands) == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -248,8 +245,7 @@ absl::StatusOr<CudaLaunchTable<cuda::SumChunk>> PlanCudaDecodeSums(
     table.chunks.push_back(cuda::SumChunk{chunk.packed_offset, chunk.count,
                                           chunk.offset, chunk.scaler});
     counts.push_back(chunk.count);
-    outputs.push_back(
-        OutputRange{chunk.offset, chunk.offset + chunk.count, i});
+    outputs.push_back(OutputRange{chunk.offset, chunk.offset + chunk.count, i});
   }
   TERN_RETURN_IF_ERROR(CheckDisjoint(std::move(outputs), "output"));
   TERN_RETURN_IF_ERROR(AssignCtas(
@@ -298,8 +294,7 @@ absl::Status TernGradCuda::Reserve(DeviceScratch* scratch, size_t bytes,
   TERN_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data, size), "cudaMalloc"));
   scratch->data.reset(data);
   if (zeroed) {
-    TERN_RETURN_IF_ERROR(
-        CudaStatus(cudaMemset(data, 0, size), "cudaMemset"));
+    TERN_RETURN_IF_ERROR(CudaStatus(cudaMemset(data, 0, size), "cudaMemset"));
   }
   scratch->size = size;
   return absl::OkStatus();
@@ -307,6 +302,10 @@ absl::Status TernGradCuda::Reserve(DeviceScratch* scratch, size_t bytes,
 
 absl::StatusOr<std::vector<void*>> TernGradCuda::UploadTables(
     std::initializer_list<std::pair<const void*, size_t>> parts) {
+  // Every call waits for its stream before returning, except one that
+  // failed half way: wait here too, so no copy from the staging (and no
+  // kernel reading the tables) is still in flight when they are rewritten.
+  TERN_RETURN_IF_ERROR(Synchronize());
   size_t total = 0;
   for (const auto& part : parts) total += AlignUp(part.second);
   if (pinned_.size < total) {
@@ -320,7 +319,6 @@ absl::StatusOr<std::vector<void*>> TernGradCuda::UploadTables(
     pinned_.size = size;
   }
   TERN_RETURN_IF_ERROR(Reserve(&tables_, total, /*zeroed=*/false));
-  // The previous call waited for its stream, so the staging is free.
   auto* staging = static_cast<uint8_t*>(pinned_.data.get());
   auto* device = static_cast<uint8_t*>(tables_.data.get());
   std::vector<void*> addresses;
@@ -331,10 +329,10 @@ absl::StatusOr<std::vector<void*>> TernGradCuda::UploadTables(
     at += AlignUp(part.second);
   }
   if (total > 0) {
-    TERN_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(device, staging, total, cudaMemcpyHostToDevice,
-                        stream_),
-        "cudaMemcpyAsync (chunk table)"));
+    TERN_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(device, staging, total,
+                                   cudaMemcpyHostToDevice, stream_),
+                   "cudaMemcpyAsync (chunk table)"));
   }
   return addresses;
 }
@@ -352,11 +350,11 @@ absl::StatusOr<uint32_t*> TernGradCuda::ClearErrors(size_t num_words) {
 absl::StatusOr<std::vector<uint32_t>> TernGradCuda::FetchErrors(
     size_t num_words) {
   std::vector<uint32_t> errors(num_words);
-  TERN_RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(errors.data(), errors_.data.get(),
-                      num_words * sizeof(uint32_t), cudaMemcpyDeviceToHost,
-                      stream_),
-      "cudaMemcpyAsync (error words)"));
+  TERN_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(errors.data(), errors_.data.get(),
+                                 num_words * sizeof(uint32_t),
+                                 cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync (error words)"));
   TERN_RETURN_IF_ERROR(Synchronize());
   return errors;
 }
@@ -377,11 +375,11 @@ absl::StatusOr<std::vector<ChunkStats>> TernGradCuda::ComputeStats(
   const size_t num_chunks = table.chunks.size();
   TERN_ASSIGN_OR_RETURN(
       std::vector<void*> tables,
-      UploadTables({{table.chunks.data(),
-                     num_chunks * sizeof(cuda::StatsChunk)},
-                    {table.first_cta.data(), num_chunks * sizeof(uint32_t)}}));
-  TERN_RETURN_IF_ERROR(Reserve(
-      &partials_, table.num_ctas * sizeof(tile::StatsNode), false));
+      UploadTables(
+          {{table.chunks.data(), num_chunks * sizeof(cuda::StatsChunk)},
+           {table.first_cta.data(), num_chunks * sizeof(uint32_t)}}));
+  TERN_RETURN_IF_ERROR(
+      Reserve(&partials_, table.num_ctas * sizeof(tile::StatsNode), false));
   TERN_RETURN_IF_ERROR(
       Reserve(&counters_, num_chunks * sizeof(uint32_t), /*zeroed=*/true));
   const size_t result_bytes = num_chunks * sizeof(cuda::StatsResult);
@@ -396,10 +394,10 @@ absl::StatusOr<std::vector<ChunkStats>> TernGradCuda::ComputeStats(
           static_cast<cuda::StatsResult*>(results_.data.get()), stream_),
       "ChunkStats kernel launch"));
   std::vector<cuda::StatsResult> results(num_chunks);
-  TERN_RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(results.data(), results_.data.get(), result_bytes,
-                      cudaMemcpyDeviceToHost, stream_),
-      "cudaMemcpyAsync (chunk statistics)"));
+  TERN_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(results.data(), results_.data.get(),
+                                 result_bytes, cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync (chunk statistics)"));
   TERN_RETURN_IF_ERROR(Synchronize());
   for (size_t i = 0; i < num_chunks; ++i) {
     if (chunks[i].count == 0) continue;
@@ -427,9 +425,9 @@ absl::Status TernGradCuda::QuantizePack(
   const size_t num_chunks = table.chunks.size();
   TERN_ASSIGN_OR_RETURN(
       std::vector<void*> tables,
-      UploadTables({{table.chunks.data(),
-                     num_chunks * sizeof(cuda::QuantizeChunk)},
-                    {table.first_cta.data(), num_chunks * sizeof(uint32_t)}}));
+      UploadTables(
+          {{table.chunks.data(), num_chunks * sizeof(cuda::QuantizeChunk)},
+           {table.first_cta.data(), num_chunks * sizeof(uint32_t)}}));
   TERN_RETURN_IF_ERROR(CudaStatus(
       cuda::LaunchQuantizePack(
           values, static_cast<const cuda::QuantizeChunk*>(tables[0]),
@@ -455,20 +453,18 @@ absl::Status TernGradCuda::SumTernaryPushes(
   const size_t num_chunks = table.chunks.size();
   TERN_ASSIGN_OR_RETURN(
       std::vector<void*> tables,
-      UploadTables(
-          {{table.chunks.data(), num_chunks * sizeof(cuda::SumChunk)},
-           {table.first_cta.data(), num_chunks * sizeof(uint32_t)},
-           {pushes.data(), pushes.size() * sizeof(const uint8_t*)}}));
+      UploadTables({{table.chunks.data(), num_chunks * sizeof(cuda::SumChunk)},
+                    {table.first_cta.data(), num_chunks * sizeof(uint32_t)},
+                    {pushes.data(), pushes.size() * sizeof(const uint8_t*)}}));
   const size_t num_errors = pushes.size() * num_chunks;
   TERN_ASSIGN_OR_RETURN(uint32_t * errors, ClearErrors(num_errors));
   TERN_RETURN_IF_ERROR(CudaStatus(
-      cuda::LaunchSumTernary(
-          static_cast<const uint8_t* const*>(tables[2]),
-          static_cast<uint32_t>(pushes.size()),
-          static_cast<const cuda::SumChunk*>(tables[0]),
-          static_cast<const uint32_t*>(tables[1]),
-          static_cast<uint32_t>(num_chunks), table.num_ctas, layout, sums,
-          errors, stream_),
+      cuda::LaunchSumTernary(static_cast<const uint8_t* const*>(tables[2]),
+                             static_cast<uint32_t>(pushes.size()),
+                             static_cast<const cuda::SumChunk*>(tables[0]),
+                             static_cast<const uint32_t*>(tables[1]),
+                             static_cast<uint32_t>(num_chunks), table.num_ctas,
+                             layout, sums, errors, stream_),
       "SumTernary kernel launch"));
   TERN_ASSIGN_OR_RETURN(std::vector<uint32_t> flags, FetchErrors(num_errors));
   for (size_t w = 0; w < pushes.size(); ++w) {

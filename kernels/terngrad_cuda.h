@@ -71,8 +71,8 @@ class DeviceArray {
     array.size_ = size;
     if (size == 0) return array;
     void* data = nullptr;
-    absl::Status status = CudaStatus(cudaMalloc(&data, size * sizeof(T)),
-                                     "cudaMalloc");
+    absl::Status status =
+        CudaStatus(cudaMalloc(&data, size * sizeof(T)), "cudaMalloc");
     if (!status.ok()) return status;
     array.data_.reset(static_cast<T*>(data));
     return array;

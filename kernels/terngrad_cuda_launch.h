@@ -79,17 +79,16 @@ cudaError_t LaunchChunkStats(const float* values, const StatsChunk* chunks,
 // Ternarize and pack (QuantizePack in terngrad.h) into one packed buffer.
 
 struct QuantizeChunk {
-  uint64_t offset;         // first element in the flat buffer
+  uint64_t offset;  // first element in the flat buffer
   uint64_t count;
   uint64_t packed_offset;  // first byte of the chunk's payload
   float scaler;
-  uint32_t key;            // RandomStream::chunk
+  uint32_t key;  // RandomStream::chunk
 };
 
 // layout: kTernary2Bit or kTernaryBase3. Chunk c draws from
 // RandomStream{seed, step, chunks[c].key, worker}.
-cudaError_t LaunchQuantizePack(const float* values,
-                               const QuantizeChunk* chunks,
+cudaError_t LaunchQuantizePack(const float* values, const QuantizeChunk* chunks,
                                const uint32_t* first_cta, uint32_t num_chunks,
                                uint32_t num_ctas, uint64_t seed, uint32_t step,
                                uint32_t worker, Layout layout, uint8_t* packed,
@@ -101,8 +100,8 @@ cudaError_t LaunchQuantizePack(const float* values,
 struct SumChunk {
   uint64_t packed_offset;  // first byte of the chunk's payload
   uint64_t count;
-  uint64_t offset;         // first element in the sums / output buffer
-  float scaler;            // decode only
+  uint64_t offset;  // first element in the sums / output buffer
+  float scaler;     // decode only
 };
 
 // sums[offset + i] = sum over w of code_w(i) (overwriting), the code read

@@ -21,6 +21,9 @@ namespace {
 
 constexpr uint32_t kFullMask = 0xFFFFFFFFu;
 
+// Rows of each stats block staged at a time for a misaligned chunk.
+constexpr uint32_t kStageRows = 8;
+
 using tile::StatsNode;
 
 __device__ __forceinline__ StatsNode ShuffleDown(const StatsNode& node,
@@ -40,8 +43,8 @@ __device__ __forceinline__ StatsNode LoadNodeL2(const StatsNode* at) {
   StatsNode node;
   node.sum = __ldcg(&at->sum);
   node.sum_squares = __ldcg(&at->sum_squares);
-  node.nonfinite = __ldcg(reinterpret_cast<const unsigned long long*>(
-      &at->nonfinite));
+  node.nonfinite =
+      __ldcg(reinterpret_cast<const unsigned long long*>(&at->nonfinite));
   node.max_abs = __ldcg(&at->max_abs);
   return node;
 }
@@ -78,17 +81,52 @@ __global__ void __launch_bounds__(kStatsThreads)
   const float* data = values + chunk.offset;
   const float shift = tile::StatsShift(__ldg(data));
 
-  const uint64_t num_blocks = (chunk.count + kStatsBlockSize - 1) / kStatsBlockSize;
+  const uint64_t num_blocks =
+      (chunk.count + kStatsBlockSize - 1) / kStatsBlockSize;
   const uint32_t block_in_cta = threadIdx.x / tile::kStatsThreadsPerBlock;
   const uint32_t q = threadIdx.x % tile::kStatsThreadsPerBlock;
-  const uint64_t block = uint64_t{cta} * kStatsBlocksPerCta + block_in_cta;
-  tile::StatsQuarter acc{};
-  if (block < num_blocks) {
-    const uint64_t begin = block * kStatsBlockSize;
-    const uint64_t rest = chunk.count - begin;
-    const uint32_t len = static_cast<uint32_t>(
-        rest < kStatsBlockSize ? rest : kStatsBlockSize);
+  const uint64_t first_block = uint64_t{cta} * kStatsBlocksPerCta;
+  const uint64_t block = first_block + block_in_cta;
+  const uint64_t begin = block * kStatsBlockSize;
+  const uint32_t len =
+      block < num_blocks
+          ? static_cast<uint32_t>(chunk.count - begin < kStatsBlockSize
+                                      ? chunk.count - begin
+                                      : kStatsBlockSize)
+          : 0u;
+  tile::StatsQuarter acc;
+  if (tile::IsAligned(data, 16)) {
     tile::AccumulateStatsQuarter(data + begin, len, q, shift, &acc);
+  } else {
+    // A misaligned chunk (a model's flat buffer puts tensors anywhere):
+    // eight rows of each of the CTA's blocks at a time go through shared
+    // memory with coalesced loads, then each thread adds its lanes of them
+    // in the same order as above.
+    __shared__ __align__(
+        16) float rows[kStatsBlocksPerCta * kStageRows * kStatsLanes];
+    constexpr uint32_t kBlockRows = kStageRows * kStatsLanes;
+    constexpr uint32_t kPerThread =
+        kStatsBlocksPerCta * kBlockRows / kStatsThreads;
+    tile::ClearStatsQuarter(&acc);
+    // Rows of the CTA's first block, its longest.
+    const uint64_t cta_rest = chunk.count - first_block * kStatsBlockSize;
+    const uint32_t num_rows = static_cast<uint32_t>(
+        ((cta_rest < kStatsBlockSize ? cta_rest : kStatsBlockSize) +
+         kStatsLanes - 1) /
+        kStatsLanes);
+    for (uint32_t r0 = 0; r0 < num_rows; r0 += kStageRows) {
+      __syncthreads();  // the previous rows have been added
+#pragma unroll
+      for (uint32_t k = 0; k < kPerThread; ++k) {
+        const uint32_t i = k * kStatsThreads + threadIdx.x;
+        const uint64_t e = (first_block + i / kBlockRows) * kStatsBlockSize +
+                           r0 * kStatsLanes + i % kBlockRows;
+        rows[i] = e < chunk.count ? __ldg(data + e) : 0.0f;
+      }
+      __syncthreads();
+      tile::AddStatsRows(rows + block_in_cta * kBlockRows, r0, kStageRows, len,
+                         q, shift, &acc);
+    }
   }
 
   // Every thread of a block's group gathers all 16 lanes (the group is
@@ -122,7 +160,6 @@ __global__ void __launch_bounds__(kStatsThreads)
 
   // Lower levels of the tree: the CTA's blocks are the aligned run
   // [32 * cta, 32 * cta + 32) of the chunk's blocks.
-  const uint64_t first_block = uint64_t{cta} * kStatsBlocksPerCta;
   const uint32_t present = static_cast<uint32_t>(
       num_blocks - first_block < kStatsBlocksPerCta ? num_blocks - first_block
                                                     : kStatsBlocksPerCta);
@@ -169,35 +206,56 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
 }
 
-// One thread per tile (16 elements for 2-bit, 20 for base-3).
+// One thread per tile (16 elements for 2-bit, 20 for base-3). A chunk
+// that starts off a 16-byte boundary is read through shared memory
+// (tile::StageIn) instead of with float4 loads.
 template <Layout kLayout>
 __global__ void __launch_bounds__(kThreads)
     QuantizePackKernel(const float* values, const QuantizeChunk* chunks,
                        const uint32_t* first_cta, uint32_t num_chunks,
                        uint64_t seed, uint32_t step, uint32_t worker,
                        uint8_t* packed) {
-  constexpr uint32_t kElements = kLayout == Layout::kTernaryBase3
-                                     ? tile::kBase3Elements
-                                     : tile::kTwoBitElements;
+  constexpr bool kBase3 = kLayout == Layout::kTernaryBase3;
+  constexpr uint32_t kElements =
+      kBase3 ? tile::kBase3Elements : tile::kTwoBitElements;
+  __shared__ __align__(16) float stage[kThreads * kElements];
   const uint32_t c = tile::FindChunk(first_cta, num_chunks, blockIdx.x);
   const QuantizeChunk chunk = chunks[c];
-  const uint64_t t =
-      uint64_t{blockIdx.x - first_cta[c]} * kThreads + threadIdx.x;
-  if (t * kElements >= chunk.count) return;
+  const uint32_t cta = blockIdx.x - first_cta[c];
+  const uint64_t t = uint64_t{cta} * kThreads + threadIdx.x;
+  const uint64_t first = t * kElements;
+  const float* chunk_values = values + chunk.offset;
+  float v[kElements];
+  if (tile::IsAligned(chunk_values, 16)) {
+    if (first >= chunk.count) return;
+    tile::LoadFloats<kElements>(chunk_values, first, chunk.count, v);
+  } else {
+    tile::StageIn<kThreads, kElements>(
+        stage, chunk_values, uint64_t{cta} * kThreads * kElements, chunk.count);
+    __syncthreads();
+    if (first >= chunk.count) return;
+    const float4* mine =
+        reinterpret_cast<const float4*>(stage + threadIdx.x * kElements);
+#pragma unroll
+    for (uint32_t j = 0; j < kElements / 4; ++j) {
+      const float4 quad = mine[j];
+      v[4 * j] = quad.x;
+      v[4 * j + 1] = quad.y;
+      v[4 * j + 2] = quad.z;
+      v[4 * j + 3] = quad.w;
+    }
+  }
   RandomStream stream;
   stream.seed = seed;
   stream.step = step;
   stream.chunk = chunk.key;
   stream.worker = worker;
-  if constexpr (kLayout == Layout::kTernaryBase3) {
-    tile::QuantizeBase3Thread(values + chunk.offset, chunk.count, t,
-                              chunk.scaler, stream,
-                              packed + chunk.packed_offset);
-  } else {
-    tile::QuantizeTwoBitThread(values + chunk.offset, chunk.count, t,
-                               chunk.scaler, stream,
-                               packed + chunk.packed_offset);
-  }
+  const uint32_t word =
+      kBase3 ? tile::Base3Word(v, first, chunk.count, chunk.scaler, stream)
+             : tile::TwoBitWord(v, first, chunk.count, chunk.scaler, stream);
+  const uint64_t bytes =
+      kBase3 ? tile::Base3Bytes(chunk.count) : tile::TwoBitBytes(chunk.count);
+  tile::StoreWordLE(packed + chunk.packed_offset, 4 * t, bytes, word);
 }
 
 }  // namespace
@@ -213,8 +271,7 @@ cudaError_t LaunchChunkStats(const float* values, const StatsChunk* chunks,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchQuantizePack(const float* values,
-                               const QuantizeChunk* chunks,
+cudaError_t LaunchQuantizePack(const float* values, const QuantizeChunk* chunks,
                                const uint32_t* first_cta, uint32_t num_chunks,
                                uint32_t num_ctas, uint64_t seed, uint32_t step,
                                uint32_t worker, Layout layout, uint8_t* packed,
@@ -225,9 +282,8 @@ cudaError_t LaunchQuantizePack(const float* values,
         values, chunks, first_cta, num_chunks, seed, step, worker, packed);
   } else if (layout == Layout::kTernaryBase3) {
     QuantizePackKernel<Layout::kTernaryBase3>
-        <<<num_ctas, kThreads, 0, stream>>>(values, chunks, first_cta,
-                                            num_chunks, seed, step, worker,
-                                            packed);
+        <<<num_ctas, kThreads, 0, stream>>>(
+            values, chunks, first_cta, num_chunks, seed, step, worker, packed);
   } else {
     return cudaErrorInvalidValue;
   }

@@ -20,6 +20,29 @@
 namespace tern::kernels::cuda {
 namespace {
 
+// Writes a thread's kPerThread results (elements [first, first +
+// kPerThread) of a chunk of n) to out: directly, with 16-byte stores, when
+// the chunk's output is aligned; otherwise through shared memory
+// (tile::StageOut), so a warp still stores contiguous runs. Called by every
+// thread of the CTA (it may synchronize); `active` threads own results.
+template <uint32_t kPerThread, typename T>
+__device__ __forceinline__ void WriteTile(const T* mine, bool active, T* out,
+                                          uint64_t cta_first, uint64_t first,
+                                          uint64_t n, T* stage) {
+  if (tile::IsAligned(out, 16)) {
+    if (active) tile::StoreValues<kPerThread>(out, first, n, mine);
+    return;
+  }
+  if (active) {
+#pragma unroll
+    for (uint32_t j = 0; j < kPerThread; ++j) {
+      stage[threadIdx.x * kPerThread + j] = mine[j];
+    }
+  }
+  __syncthreads();
+  tile::StageOut<kThreads, kPerThread>(stage, out, cta_first, n);
+}
+
 template <Layout kLayout>
 __global__ void __launch_bounds__(kThreads)
     SumTernaryKernel(const uint8_t* const* pushes, uint32_t num_pushes,
@@ -28,19 +51,26 @@ __global__ void __launch_bounds__(kThreads)
   constexpr uint32_t kElements = kLayout == Layout::kTernaryBase3
                                      ? tile::kBase3Elements
                                      : tile::kTwoBitElements;
+  __shared__ __align__(16) int32_t stage[kThreads * kElements];
   const uint32_t c = tile::FindChunk(first_cta, num_chunks, blockIdx.x);
   const SumChunk chunk = chunks[c];
-  const uint64_t t =
-      uint64_t{blockIdx.x - first_cta[c]} * kThreads + threadIdx.x;
-  if (t * kElements >= chunk.count) return;
-  if constexpr (kLayout == Layout::kTernaryBase3) {
-    tile::SumBase3Thread(pushes, num_pushes, chunk.packed_offset, chunk.count,
-                         t, sums + chunk.offset, errors + c, num_chunks);
-  } else {
-    tile::SumTwoBitThread(pushes, num_pushes, chunk.packed_offset,
-                          chunk.count, t, sums + chunk.offset, errors + c,
-                          num_chunks);
+  const uint32_t cta = blockIdx.x - first_cta[c];
+  const uint64_t t = uint64_t{cta} * kThreads + threadIdx.x;
+  const uint64_t first = t * kElements;
+  const bool active = first < chunk.count;
+  int32_t acc[kElements];
+  if (active) {
+    if constexpr (kLayout == Layout::kTernaryBase3) {
+      tile::SumBase3Tile(pushes, num_pushes, chunk.packed_offset, chunk.count,
+                         t, acc, errors + c, num_chunks);
+    } else {
+      tile::SumTwoBitTile(pushes, num_pushes, chunk.packed_offset, chunk.count,
+                          t, acc, errors + c, num_chunks);
+    }
   }
+  WriteTile<kElements>(acc, active, sums + chunk.offset,
+                       uint64_t{cta} * kThreads * kElements, first, chunk.count,
+                       stage);
 }
 
 // One thread per 8 sums (kBits bytes); kBits = SumBits(N) is a template
@@ -50,16 +80,24 @@ __global__ void __launch_bounds__(kThreads)
     DecodeSumBitsKernel(const uint8_t* packed, const SumChunk* chunks,
                         const uint32_t* first_cta, uint32_t num_chunks,
                         uint32_t num_summands, float* out, uint32_t* errors) {
+  __shared__ __align__(16) float stage[kThreads * tile::kSumBitsElements];
   const uint32_t c = tile::FindChunk(first_cta, num_chunks, blockIdx.x);
   const SumChunk chunk = chunks[c];
-  const uint64_t t =
-      uint64_t{blockIdx.x - first_cta[c]} * kThreads + threadIdx.x;
-  if (t * tile::kSumBitsElements >= chunk.count) return;
-  const float factor = DecodeFactor(chunk.scaler, num_summands);
-  const uint32_t bad = tile::DecodeSumBitsThread<kBits>(
-      packed + chunk.packed_offset, chunk.count, t, num_summands, factor,
-      out + chunk.offset);
-  if (bad != 0) tile::FlagError(errors + c, bad);
+  const uint32_t cta = blockIdx.x - first_cta[c];
+  const uint64_t t = uint64_t{cta} * kThreads + threadIdx.x;
+  const uint64_t first = t * tile::kSumBitsElements;
+  const bool active = first < chunk.count;
+  float v[tile::kSumBitsElements];
+  if (active) {
+    const float factor = DecodeFactor(chunk.scaler, num_summands);
+    const uint32_t bad = tile::DecodeSumBitsTile<kBits>(
+        packed + chunk.packed_offset, chunk.count, t, num_summands, factor, v);
+    if (bad != 0) tile::FlagError(errors + c, bad);
+  }
+  WriteTile<tile::kSumBitsElements>(
+      v, active, out + chunk.offset,
+      uint64_t{cta} * kThreads * tile::kSumBitsElements, first, chunk.count,
+      stage);
 }
 
 // One thread per 64-bit word. A word's digits are consecutive elements, so
@@ -87,10 +125,10 @@ __global__ void __launch_bounds__(kRadixThreads)
   __syncthreads();
   const uint64_t first = uint64_t{cta} * kRadixThreads * radix.digits;
   const uint64_t rest = chunk.count - first;
-  const uint32_t count = static_cast<uint32_t>(
-      rest < uint64_t{kRadixThreads} * radix.digits
-          ? rest
-          : uint64_t{kRadixThreads} * radix.digits);
+  const uint32_t count =
+      static_cast<uint32_t>(rest < uint64_t{kRadixThreads} * radix.digits
+                                ? rest
+                                : uint64_t{kRadixThreads} * radix.digits);
   float* chunk_out = out + chunk.offset + first;
   for (uint32_t i = threadIdx.x; i < count; i += kRadixThreads) {
     chunk_out[i] = staged[i];
@@ -152,10 +190,10 @@ cudaError_t LaunchDecodeSums(const uint8_t* packed, const SumChunk* chunks,
   }
   if (layout != Layout::kSumBits) return cudaErrorInvalidValue;
   switch (SumBitsOf(num_summands)) {
-#define TERN_SUM_BITS_CASE(B)                                             \
-  case B:                                                                 \
-    LaunchSumBits<B>(packed, chunks, first_cta, num_chunks, num_ctas,     \
-                     num_summands, out, errors, stream);                  \
+#define TERN_SUM_BITS_CASE(B)                                         \
+  case B:                                                             \
+    LaunchSumBits<B>(packed, chunks, first_cta, num_chunks, num_ctas, \
+                     num_summands, out, errors, stream);              \
     break;
     TERN_SUM_BITS_CASE(2)
     TERN_SUM_BITS_CASE(3)

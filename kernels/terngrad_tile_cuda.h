@@ -3,8 +3,14 @@
 // host can run exactly the same code: terngrad_tile_gpu_test.cc runs every
 // "thread" of a launch on the CPU and compares the bytes with the CPU kernels
 // in terngrad.h, on machines without a GPU. On the device, the only
-// difference is the memory access: vector loads and stores where the
-// addresses are aligned and the tile is whole (the same values either way).
+// difference is the memory access (the same values either way): vector
+// loads and stores where the addresses are aligned and the tile is whole,
+// and, for chunks that start off a 16-byte boundary, tiles that the kernels
+// stage through shared memory (StageIn / StageOut below).
+//
+// Bit-identity with the CPU also needs IEEE division and denormals on the
+// device: nvcc's defaults (-prec-div=true, -ftz=false). Never build these
+// files with --use_fast_math.
 //
 // The per-element math is ternary_math.h's (Ternarize, TwoBitField,
 // Base3Digit, DecodeFactor, DecodeValue); this header only decides which
@@ -138,7 +144,7 @@ TERN_HOST_DEVICE void LoadFloats(const float* values, uint64_t first,
 #if defined(__CUDA_ARCH__)
   if (first + kCount <= n && IsAligned(values + first, 16)) {
     const float4* p = reinterpret_cast<const float4*>(values + first);
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t j = 0; j < kCount / 4; ++j) {
       const float4 q = __ldg(p + j);
       v[4 * j] = q.x;
@@ -149,7 +155,7 @@ TERN_UNROLL
     return;
   }
 #endif
-TERN_UNROLL
+  TERN_UNROLL
   for (uint32_t j = 0; j < kCount; ++j) {
     v[j] = first + j < n ? values[first + j] : 0.0f;
   }
@@ -165,14 +171,14 @@ TERN_HOST_DEVICE void StoreValues(T* out, uint64_t first, uint64_t n,
     using Vector = typename std::conditional<std::is_same<T, float>::value,
                                              float4, int4>::type;
     Vector* p = reinterpret_cast<Vector*>(out + first);
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t j = 0; j < kCount / 4; ++j) {
       p[j] = Vector{v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
     }
     return;
   }
 #endif
-TERN_UNROLL
+  TERN_UNROLL
   for (uint32_t j = 0; j < kCount; ++j) {
     if (first + j < n) out[first + j] = v[j];
   }
@@ -209,8 +215,8 @@ TERN_HOST_DEVICE uint64_t LoadWord64LE(const uint8_t* bytes, uint64_t index,
 }
 
 // Writes the little-endian bytes of `word` to [index, index + 4).
-TERN_HOST_DEVICE void StoreWordLE(uint8_t* bytes, uint64_t index,
-                                  uint64_t size, uint32_t word) {
+TERN_HOST_DEVICE void StoreWordLE(uint8_t* bytes, uint64_t index, uint64_t size,
+                                  uint32_t word) {
 #if defined(__CUDA_ARCH__)
   if (index + 4 <= size && IsAligned(bytes + index, 4)) {
     *reinterpret_cast<uint32_t*>(bytes + index) = word;
@@ -218,7 +224,8 @@ TERN_HOST_DEVICE void StoreWordLE(uint8_t* bytes, uint64_t index,
   }
 #endif
   for (uint32_t b = 0; b < 4; ++b) {
-    if (index + b < size) bytes[index + b] = static_cast<uint8_t>(word >> (8 * b));
+    if (index + b < size)
+      bytes[index + b] = static_cast<uint8_t>(word >> (8 * b));
   }
 }
 
@@ -265,31 +272,54 @@ TERN_HOST_DEVICE void AddStatsValue(float g, float shift, float* sum,
   *nonfinite += finite ? 0u : 1u;
 }
 
-// Lanes 4q .. 4q+3 (q < 4) of the stats block of `len` (<= 4096) elements
-// at `block`.
-TERN_HOST_DEVICE void AccumulateStatsQuarter(const float* block, uint32_t len,
-                                             uint32_t q, float shift,
-                                             StatsQuarter* acc) {
+TERN_HOST_DEVICE void ClearStatsQuarter(StatsQuarter* acc) {
   for (uint32_t j = 0; j < kStatsLanesPerThread; ++j) {
     acc->sum[j] = 0.0f;
     acc->sum_squares[j] = 0.0f;
   }
   acc->max_abs = 0.0f;
   acc->nonfinite = 0;
-  constexpr uint32_t kRows = kStatsBlockSize / kStatsLanes;
+}
+
+// Rows [first_row, first_row + num_rows) of a stats block of `len`
+// elements into lanes 4q .. 4q+3: `rows` holds those rows (16 floats each,
+// row first_row first); elements at or past len are skipped.
+TERN_HOST_DEVICE void AddStatsRows(const float* rows, uint32_t first_row,
+                                   uint32_t num_rows, uint32_t len, uint32_t q,
+                                   float shift, StatsQuarter* acc) {
+  for (uint32_t r = 0; r < num_rows; ++r) {
+    TERN_UNROLL
+    for (uint32_t j = 0; j < kStatsLanesPerThread; ++j) {
+      const uint32_t lane = q * kStatsLanesPerThread + j;
+      if ((first_row + r) * kStatsLanes + lane < len) {
+        AddStatsValue(rows[r * kStatsLanes + lane], shift, &acc->sum[j],
+                      &acc->sum_squares[j], &acc->max_abs, &acc->nonfinite);
+      }
+    }
+  }
+}
+
+// Lanes 4q .. 4q+3 (q < 4) of the stats block of `len` (<= 4096) elements
+// at `block`.
+TERN_HOST_DEVICE void AccumulateStatsQuarter(const float* block, uint32_t len,
+                                             uint32_t q, float shift,
+                                             StatsQuarter* acc) {
+  ClearStatsQuarter(acc);
 #if defined(__CUDA_ARCH__)
+  constexpr uint32_t kRows = kStatsBlockSize / kStatsLanes;
   if (len == kStatsBlockSize && IsAligned(block, 16)) {
     // Row r of the block is 16 floats, four float4s; this thread reads
-    // float4 number q of every row. Eight rows are loaded before any is
-    // added, so each thread keeps 128 bytes in flight.
+    // float4 number q of every row. Sixteen rows are loaded before any is
+    // added: each thread keeps 256 bytes in flight, as the lane chains
+    // allow only four threads per 16 KiB block.
     const float4* p = reinterpret_cast<const float4*>(block) + q;
-    constexpr uint32_t kUnroll = 8;
+    constexpr uint32_t kUnroll = 16;
     static_assert(kRows % kUnroll == 0, "whole unrolled steps");
     for (uint32_t r0 = 0; r0 < kRows; r0 += kUnroll) {
       float4 v[kUnroll];
-TERN_UNROLL
+      TERN_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) v[k] = __ldg(p + 4 * (r0 + k));
-TERN_UNROLL
+      TERN_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) {
         AddStatsValue(v[k].x, shift, &acc->sum[0], &acc->sum_squares[0],
                       &acc->max_abs, &acc->nonfinite);
@@ -304,16 +334,8 @@ TERN_UNROLL
     return;
   }
 #endif
-  for (uint32_t r = 0; r < kRows && r * kStatsLanes < len; ++r) {
-TERN_UNROLL
-    for (uint32_t j = 0; j < kStatsLanesPerThread; ++j) {
-      const uint32_t i = r * kStatsLanes + q * kStatsLanesPerThread + j;
-      if (i < len) {
-        AddStatsValue(block[i], shift, &acc->sum[j], &acc->sum_squares[j],
-                      &acc->max_abs, &acc->nonfinite);
-      }
-    }
-  }
+  AddStatsRows(block, 0, (len + kStatsLanes - 1) / kStatsLanes, len, q, shift,
+               acc);
 }
 
 // A node of the statistics tree: one stats block, or a run of them.
@@ -375,6 +397,56 @@ TERN_HOST_DEVICE PhiloxCounter GroupWords(const RandomStream& stream,
   return RandomWords(stream, static_cast<uint32_t>(group));
 }
 
+// The TERNARY_2BIT word of elements [first, first + 16) of a chunk of n
+// values (first a multiple of 16), v holding them (zeros past n).
+TERN_HOST_DEVICE uint32_t TwoBitWord(const float* v, uint64_t first, uint64_t n,
+                                     float scaler, const RandomStream& stream) {
+  const bool usable = UsableScaler(scaler);
+  uint32_t word = 0;
+  TERN_UNROLL
+  for (uint32_t g = 0; g < kTwoBitElements / 4; ++g) {
+    const PhiloxCounter words =
+        GroupWords(stream, first / 4 + g, usable && first + 4 * g < n);
+    TERN_UNROLL
+    for (uint32_t j = 0; j < 4; ++j) {
+      // Elements past n are 0.0f, which Ternarize maps to code 0: the
+      // zero padding bits of the last byte.
+      const int code = Ternarize(v[4 * g + j], scaler, words.v[j]);
+      word |= TwoBitField(code) << (2 * (4 * g + j));
+    }
+  }
+  return word;
+}
+
+// The four TERNARY_BASE3 bytes (little-endian) of elements [first,
+// first + 20), byte b holding elements first + 5b .. first + 5b + 4.
+TERN_HOST_DEVICE uint32_t Base3Word(const float* v, uint64_t first, uint64_t n,
+                                    float scaler, const RandomStream& stream) {
+  const bool usable = UsableScaler(scaler);
+  uint32_t digits[kBase3Elements];
+  TERN_UNROLL
+  for (uint32_t g = 0; g < kBase3Elements / 4; ++g) {
+    const PhiloxCounter words =
+        GroupWords(stream, first / 4 + g, usable && first + 4 * g < n);
+    TERN_UNROLL
+    for (uint32_t j = 0; j < 4; ++j) {
+      const uint32_t e = 4 * g + j;
+      // Padding digits past n are 0 (not the digit 1 of code 0).
+      digits[e] =
+          first + e < n ? Base3Digit(Ternarize(v[e], scaler, words.v[j])) : 0u;
+    }
+  }
+  uint32_t word = 0;
+  TERN_UNROLL
+  for (uint32_t b = 0; b < 4; ++b) {
+    const uint32_t* d = digits + 5 * b;
+    const uint32_t byte =
+        d[0] + 3 * (d[1] + 3 * (d[2] + 3 * (d[3] + 3 * d[4])));
+    word |= byte << (8 * b);
+  }
+  return word;
+}
+
 // Thread t of a TERNARY_2BIT encode of the `n` values at `values`:
 // elements [16t, 16t + 16) become bytes [4t, 4t + 4) of `out`.
 TERN_HOST_DEVICE void QuantizeTwoBitThread(const float* values, uint64_t n,
@@ -384,25 +456,12 @@ TERN_HOST_DEVICE void QuantizeTwoBitThread(const float* values, uint64_t n,
   const uint64_t first = t * kTwoBitElements;
   float v[kTwoBitElements];
   LoadFloats<kTwoBitElements>(values, first, n, v);
-  const bool usable = UsableScaler(scaler);
-  uint32_t word = 0;
-TERN_UNROLL
-  for (uint32_t g = 0; g < kTwoBitElements / 4; ++g) {
-    const PhiloxCounter words =
-        GroupWords(stream, first / 4 + g, usable && first + 4 * g < n);
-TERN_UNROLL
-    for (uint32_t j = 0; j < 4; ++j) {
-      // Elements past n are 0.0f, which Ternarize maps to code 0: the
-      // zero padding bits of the last byte.
-      const int code = Ternarize(v[4 * g + j], scaler, words.v[j]);
-      word |= TwoBitField(code) << (2 * (4 * g + j));
-    }
-  }
-  StoreWordLE(out, 4 * t, TwoBitBytes(n), word);
+  StoreWordLE(out, 4 * t, TwoBitBytes(n),
+              TwoBitWord(v, first, n, scaler, stream));
 }
 
 // Thread t of a TERNARY_BASE3 encode: elements [20t, 20t + 20) become
-// bytes [4t, 4t + 4), byte b holding elements 20t + 5b .. 20t + 5b + 4.
+// bytes [4t, 4t + 4).
 TERN_HOST_DEVICE void QuantizeBase3Thread(const float* values, uint64_t n,
                                           uint64_t t, float scaler,
                                           const RandomStream& stream,
@@ -410,29 +469,8 @@ TERN_HOST_DEVICE void QuantizeBase3Thread(const float* values, uint64_t n,
   const uint64_t first = t * kBase3Elements;
   float v[kBase3Elements];
   LoadFloats<kBase3Elements>(values, first, n, v);
-  const bool usable = UsableScaler(scaler);
-  uint32_t digits[kBase3Elements];
-TERN_UNROLL
-  for (uint32_t g = 0; g < kBase3Elements / 4; ++g) {
-    const PhiloxCounter words =
-        GroupWords(stream, first / 4 + g, usable && first + 4 * g < n);
-TERN_UNROLL
-    for (uint32_t j = 0; j < 4; ++j) {
-      const uint32_t e = 4 * g + j;
-      // Padding digits past n are 0 (not the digit 1 of code 0).
-      digits[e] = first + e < n
-                      ? Base3Digit(Ternarize(v[e], scaler, words.v[j]))
-                      : 0u;
-    }
-  }
-  uint32_t word = 0;
-TERN_UNROLL
-  for (uint32_t b = 0; b < 4; ++b) {
-    const uint32_t* d = digits + 5 * b;
-    const uint32_t byte = d[0] + 3 * (d[1] + 3 * (d[2] + 3 * (d[3] + 3 * d[4])));
-    word |= byte << (8 * b);
-  }
-  StoreWordLE(out, 4 * t, Base3Bytes(n), word);
+  StoreWordLE(out, 4 * t, Base3Bytes(n),
+              Base3Word(v, first, n, scaler, stream));
 }
 
 // ---------------------------------------------------------------------------
@@ -444,35 +482,46 @@ TERN_HOST_DEVICE int32_t TwoBitCode(uint32_t field) {
   return static_cast<int32_t>(field & 1u) - static_cast<int32_t>(field >> 1);
 }
 
-// Thread t of a sum of `num_pushes` TERNARY_2BIT payloads of `n` elements,
+// Tile t of a sum of `num_pushes` TERNARY_2BIT payloads of `n` elements,
 // payload w at pushes[w] + packed_offset: reads bytes [4t, 4t + 4) of each
-// and writes sums[16t .. 16t + 16) (overwriting). Flags errors of push w in
-// errors[w * error_stride].
-TERN_HOST_DEVICE void SumTwoBitThread(const uint8_t* const* pushes,
-                                      uint32_t num_pushes,
-                                      uint64_t packed_offset, uint64_t n,
-                                      uint64_t t, int32_t* sums,
-                                      uint32_t* errors,
-                                      uint64_t error_stride) {
+// into acc[0 .. 16), the sums of elements [16t, 16t + 16). Flags errors of
+// push w in errors[w * error_stride].
+TERN_HOST_DEVICE void SumTwoBitTile(const uint8_t* const* pushes,
+                                    uint32_t num_pushes, uint64_t packed_offset,
+                                    uint64_t n, uint64_t t, int32_t* acc,
+                                    uint32_t* errors, uint64_t error_stride) {
   const uint64_t size = TwoBitBytes(n);
   const uint64_t index = 4 * t;
   // Which byte of the word is the payload's last (when it has padding).
   const uint32_t used = static_cast<uint32_t>(n % 4);
   const bool has_last = used != 0 && size - 1 - index < 4;
   const uint32_t last_shift = static_cast<uint32_t>(8 * (size - 1 - index));
-  int32_t acc[kTwoBitElements] = {};
+  TERN_UNROLL
+  for (uint32_t j = 0; j < kTwoBitElements; ++j) acc[j] = 0;
   for (uint32_t w = 0; w < num_pushes; ++w) {
     const uint32_t word = LoadWordLE(pushes[w] + packed_offset, index, size);
-    uint32_t bad = (word & (word >> 1) & 0x55555555u) != 0 ? kErrorBadValue : 0u;
+    uint32_t bad =
+        (word & (word >> 1) & 0x55555555u) != 0 ? kErrorBadValue : 0u;
     if (has_last && (((word >> last_shift) & 0xFFu) >> (2 * used)) != 0) {
       bad |= kErrorBadPadding;
     }
     if (bad != 0) FlagError(errors + w * error_stride, bad);
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t j = 0; j < kTwoBitElements; ++j) {
       acc[j] += TwoBitCode((word >> (2 * j)) & 3u);
     }
   }
+}
+
+// Thread t of that sum: writes sums[16t .. 16t + 16) (overwriting).
+TERN_HOST_DEVICE void SumTwoBitThread(const uint8_t* const* pushes,
+                                      uint32_t num_pushes,
+                                      uint64_t packed_offset, uint64_t n,
+                                      uint64_t t, int32_t* sums,
+                                      uint32_t* errors, uint64_t error_stride) {
+  int32_t acc[kTwoBitElements];
+  SumTwoBitTile(pushes, num_pushes, packed_offset, n, t, acc, errors,
+                error_stride);
   StoreValues<kTwoBitElements>(sums, t * kTwoBitElements, n, acc);
 }
 
@@ -483,24 +532,23 @@ TERN_HOST_DEVICE uint32_t Pow3(uint32_t k) {
   return power;
 }
 
-// Thread t of a sum of TERNARY_BASE3 payloads: bytes [4t, 4t + 4), sums of
-// elements [20t, 20t + 20).
-TERN_HOST_DEVICE void SumBase3Thread(const uint8_t* const* pushes,
-                                     uint32_t num_pushes,
-                                     uint64_t packed_offset, uint64_t n,
-                                     uint64_t t, int32_t* sums,
-                                     uint32_t* errors,
-                                     uint64_t error_stride) {
+// Tile t of a sum of TERNARY_BASE3 payloads: bytes [4t, 4t + 4) into
+// acc[0 .. 20), the sums of elements [20t, 20t + 20).
+TERN_HOST_DEVICE void SumBase3Tile(const uint8_t* const* pushes,
+                                   uint32_t num_pushes, uint64_t packed_offset,
+                                   uint64_t n, uint64_t t, int32_t* acc,
+                                   uint32_t* errors, uint64_t error_stride) {
   const uint64_t size = Base3Bytes(n);
   const uint64_t index = 4 * t;
   const uint32_t used = static_cast<uint32_t>(n % 5);
   // Padding digits must be zero: the last byte is below 3^used.
   const uint32_t last_limit = Pow3(used);
-  int32_t acc[kBase3Elements] = {};
+  TERN_UNROLL
+  for (uint32_t j = 0; j < kBase3Elements; ++j) acc[j] = 0;
   for (uint32_t w = 0; w < num_pushes; ++w) {
     const uint32_t word = LoadWordLE(pushes[w] + packed_offset, index, size);
     uint32_t bad = 0;
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t b = 0; b < 4; ++b) {
       uint32_t byte = (word >> (8 * b)) & 0xFFu;
       if (index + b < size) {
@@ -509,7 +557,7 @@ TERN_UNROLL
           bad |= kErrorBadPadding;
         }
       }
-TERN_UNROLL
+      TERN_UNROLL
       for (uint32_t j = 0; j < 5; ++j) {
         acc[5 * b + j] += static_cast<int32_t>(byte % 3) - 1;
         byte /= 3;
@@ -517,35 +565,46 @@ TERN_UNROLL
     }
     if (bad != 0) FlagError(errors + w * error_stride, bad);
   }
+}
+
+// Thread t of that sum: writes sums[20t .. 20t + 20) (overwriting).
+TERN_HOST_DEVICE void SumBase3Thread(const uint8_t* const* pushes,
+                                     uint32_t num_pushes,
+                                     uint64_t packed_offset, uint64_t n,
+                                     uint64_t t, int32_t* sums,
+                                     uint32_t* errors, uint64_t error_stride) {
+  int32_t acc[kBase3Elements];
+  SumBase3Tile(pushes, num_pushes, packed_offset, n, t, acc, errors,
+               error_stride);
   StoreValues<kBase3Elements>(sums, t * kBase3Elements, n, acc);
 }
 
 // ---------------------------------------------------------------------------
 // Decoding pulled sums (DecodeSums in terngrad.h).
 
-// Thread t of a LAYOUT_SUM_BITS decode of `n` sums of `num_summands` codes,
+// Tile t of a LAYOUT_SUM_BITS decode of `n` sums of `num_summands` codes,
 // kBits = SumBits(num_summands) bits each: bytes [t*kBits, t*kBits + kBits)
-// hold elements [8t, 8t + 8). Writes out[8t .. 8t + 8) and returns error
+// hold elements [8t, 8t + 8), whose values go to v[0 .. 8). Returns error
 // bits.
 template <uint32_t kBits>
-TERN_HOST_DEVICE uint32_t DecodeSumBitsThread(const uint8_t* packed,
-                                              uint64_t n, uint64_t t,
-                                              uint32_t num_summands,
-                                              float factor, float* out) {
+TERN_HOST_DEVICE uint32_t DecodeSumBitsTile(const uint8_t* packed, uint64_t n,
+                                            uint64_t t, uint32_t num_summands,
+                                            float factor, float* v) {
   static_assert(kBits >= 2 && kBits <= 26, "a field spans five bytes at most");
   const uint64_t size = SumBitsBytes(n, kBits);
   const uint64_t index = t * kBits;
   // The group's bytes, each in a register (constant indices only).
   uint32_t bytes[kBits];
   if constexpr (kBits % 4 == 0) {
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t k = 0; k < kBits / 4; ++k) {
       const uint32_t word = LoadWordLE(packed, index + 4 * k, size);
-TERN_UNROLL
-      for (uint32_t b = 0; b < 4; ++b) bytes[4 * k + b] = (word >> (8 * b)) & 0xFFu;
+      TERN_UNROLL
+      for (uint32_t b = 0; b < 4; ++b)
+        bytes[4 * k + b] = (word >> (8 * b)) & 0xFFu;
     }
   } else {
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t b = 0; b < kBits; ++b) {
       bytes[b] = index + b < size ? uint32_t{packed[index + b]} : 0u;
     }
@@ -553,14 +612,13 @@ TERN_UNROLL
   const uint32_t max_field = 2 * num_summands;
   const uint64_t first = t * kSumBitsElements;
   uint32_t bad = 0;
-  float v[kSumBitsElements];
-TERN_UNROLL
+  TERN_UNROLL
   for (uint32_t j = 0; j < kSumBitsElements; ++j) {
     // Field j is bits [j*kBits, j*kBits + kBits) of the group: at most five
     // bytes from byte j*kBits/8 on.
     const uint32_t bit = j * kBits;
     uint64_t window = 0;
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t k = 0; k < 5; ++k) {
       if (bit / 8 + k < kBits) {
         window |= static_cast<uint64_t>(bytes[bit / 8 + k]) << (8 * k);
@@ -569,22 +627,33 @@ TERN_UNROLL
     const uint32_t field =
         static_cast<uint32_t>(window >> (bit % 8)) & ((1u << kBits) - 1);
     if (first + j < n && field > max_field) bad |= kErrorBadValue;
-    v[j] = DecodeValue(static_cast<int32_t>(field) -
-                           static_cast<int32_t>(num_summands),
-                       factor);
+    v[j] = DecodeValue(
+        static_cast<int32_t>(field) - static_cast<int32_t>(num_summands),
+        factor);
   }
   // The bits after the last field, in the last byte, must be zero.
   const uint32_t tail_bits = static_cast<uint32_t>(n * kBits % 8);
   if (tail_bits != 0 && size - 1 - index < kBits) {
     const uint32_t last_byte = static_cast<uint32_t>(size - 1 - index);
     uint32_t last = 0;
-TERN_UNROLL
+    TERN_UNROLL
     for (uint32_t b = 0; b < kBits; ++b) {
       if (b == last_byte) last = bytes[b];
     }
     if ((last >> tail_bits) != 0) bad |= kErrorBadPadding;
   }
-  StoreValues<kSumBitsElements>(out, first, n, v);
+  return bad;
+}
+
+// Thread t of that decode: writes out[8t .. 8t + 8).
+template <uint32_t kBits>
+TERN_HOST_DEVICE uint32_t DecodeSumBitsThread(const uint8_t* packed, uint64_t n,
+                                              uint64_t t, uint32_t num_summands,
+                                              float factor, float* out) {
+  float v[kSumBitsElements];
+  const uint32_t bad =
+      DecodeSumBitsTile<kBits>(packed, n, t, num_summands, factor, v);
+  StoreValues<kSumBitsElements>(out, t * kSumBitsElements, n, v);
   return bad;
 }
 
@@ -685,6 +754,32 @@ __device__ __forceinline__ uint32_t FindChunk(const uint32_t* first_cta,
     hi = min(hi, lo + step);
   }
   return lo;
+}
+
+// CTA-wide staging through shared memory, for chunks whose addresses rule
+// out vector loads or stores: consecutive threads touch consecutive
+// elements, so a warp's access is one contiguous 128-byte run whatever the
+// alignment, where a thread-per-tile access would stride by the tile.
+// stage[i] = src[first + i] for i < kCtaThreads * kPerThread (zero past n).
+template <uint32_t kCtaThreads, uint32_t kPerThread, typename T>
+__device__ __forceinline__ void StageIn(T* stage, const T* src, uint64_t first,
+                                        uint64_t n) {
+  TERN_UNROLL
+  for (uint32_t k = 0; k < kPerThread; ++k) {
+    const uint32_t i = k * kCtaThreads + threadIdx.x;
+    stage[i] = first + i < n ? __ldg(src + first + i) : T(0);
+  }
+}
+
+// dst[first + i] = stage[i] for first + i < n.
+template <uint32_t kCtaThreads, uint32_t kPerThread, typename T>
+__device__ __forceinline__ void StageOut(const T* stage, T* dst, uint64_t first,
+                                         uint64_t n) {
+  TERN_UNROLL
+  for (uint32_t k = 0; k < kPerThread; ++k) {
+    const uint32_t i = k * kCtaThreads + threadIdx.x;
+    if (first + i < n) dst[first + i] = stage[i];
+  }
 }
 #endif  // defined(__CUDACC__)
 

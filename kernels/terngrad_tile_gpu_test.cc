@@ -3,8 +3,6 @@
 // compared with the CPU kernels in terngrad.h. No GPU is needed (this test
 // is part of the default build); terngrad_gpu_test.cc runs the same
 // comparisons on a device.
-#include "kernels/terngrad_tile_cuda.h"
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +15,7 @@
 #include "kernels/payload.h"
 #include "kernels/ternary_math.h"
 #include "kernels/terngrad.h"
+#include "kernels/terngrad_tile_cuda.h"
 
 namespace tern::kernels {
 namespace {
@@ -54,12 +53,12 @@ class Guarded {
   explicit Guarded(size_t size) : bytes_(size + 2 * kGuard, kGuardByte) {}
   uint8_t* data() { return bytes_.data() + kGuard; }
   std::vector<uint8_t> Inner() const {
-    return std::vector<uint8_t>(bytes_.begin() + kGuard,
-                                bytes_.end() - kGuard);
+    return std::vector<uint8_t>(bytes_.begin() + kGuard, bytes_.end() - kGuard);
   }
   bool GuardsIntact() const {
     for (size_t i = 0; i < kGuard; ++i) {
-      if (bytes_[i] != kGuardByte || bytes_[bytes_.size() - 1 - i] != kGuardByte) {
+      if (bytes_[i] != kGuardByte ||
+          bytes_[bytes_.size() - 1 - i] != kGuardByte) {
         return false;
       }
     }
@@ -100,7 +99,8 @@ std::vector<uint8_t> TileQuantize(const std::vector<float>& g, float scaler,
 
 TEST(TileQuantize, SizesMatchTheCpuFormulas) {
   for (uint64_t n : kSizes) {
-    EXPECT_EQ(tile::TwoBitBytes(n), PackedTernaryBytes(n, Layout::kTernary2Bit));
+    EXPECT_EQ(tile::TwoBitBytes(n),
+              PackedTernaryBytes(n, Layout::kTernary2Bit));
     EXPECT_EQ(tile::Base3Bytes(n),
               PackedTernaryBytes(n, Layout::kTernaryBase3));
     for (uint32_t num_summands : {1u, 2u, 3u, 7u, 100u, kMaxSummands}) {
@@ -125,8 +125,8 @@ TEST(TileQuantize, DegenerateScalersAndValuesEqualTheCpu) {
   const std::vector<float> g = Gradient(1003, 5, /*nonfinite=*/true);
   const float kInf = std::numeric_limits<float>::infinity();
   for (Layout layout : {Layout::kTernary2Bit, Layout::kTernaryBase3}) {
-    for (float scaler : {0.0f, -1.0f, kInf, std::nanf(""), 1e-30f, 0.5f,
-                         1e30f}) {
+    for (float scaler :
+         {0.0f, -1.0f, kInf, std::nanf(""), 1e-30f, 0.5f, 1e30f}) {
       EXPECT_EQ(TileQuantize(g, scaler, layout), CpuQuantize(g, scaler, layout))
           << LayoutName(layout) << " scaler " << scaler;
     }
@@ -152,8 +152,8 @@ BlockNodes TileBlockNodes(const std::vector<float>& g) {
   if (n == 0) return out;
   out.shift = tile::StatsShift(g[0]);
   for (uint64_t begin = 0; begin < n; begin += kStatsBlockSize) {
-    const uint32_t len = static_cast<uint32_t>(
-        std::min<uint64_t>(kStatsBlockSize, n - begin));
+    const uint32_t len =
+        static_cast<uint32_t>(std::min<uint64_t>(kStatsBlockSize, n - begin));
     float lane_sum[kStatsLanes];
     float lane_sum_squares[kStatsLanes];
     float max_abs = 0.0f;
@@ -179,13 +179,26 @@ BlockNodes TileBlockNodes(const std::vector<float>& g) {
   return out;
 }
 
+// Lane L (element i, L = i % 16) scaled by 2^(4L): the lanes' sums span 60
+// binary orders, so adding them to a double rounds, and a lane mixed up with
+// another changes the bits.
+std::vector<float> LaneScaled(size_t n, uint32_t seed) {
+  std::vector<float> g = Gradient(n, seed);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = std::ldexp(g[i], 4 * static_cast<int>(i % kStatsLanes) - 30);
+  }
+  return g;
+}
+
 TEST(TileStats, LanesFollowTheCpuOrderBitForBit) {
   // With the CPU's sequential fold on top, the tile lanes give exactly the
   // CPU's moments: the per-lane float chains are the same.
   for (uint64_t n : kSizes) {
-    for (bool nonfinite : {false, true}) {
+    for (int variant = 0; variant < 3; ++variant) {
       const std::vector<float> g =
-          Gradient(n, static_cast<uint32_t>(n) + 11, nonfinite);
+          variant == 2 ? LaneScaled(n, static_cast<uint32_t>(n))
+                       : Gradient(n, static_cast<uint32_t>(n) + 11,
+                                  /*nonfinite=*/variant == 1);
       const ChunkStats cpu = ComputeStats(g);
       const BlockNodes tiles = TileBlockNodes(g);
       EXPECT_EQ(tiles.sequential_sum, cpu.shifted_sum) << "n = " << n;
@@ -209,12 +222,38 @@ TEST(TileStats, TreeFoldIsCloseToTheCpuAndExactInCountsAndMax) {
       EXPECT_EQ(total.nonfinite, cpu.nonfinite);
       EXPECT_EQ(total.max_abs, cpu.max_abs);
       // Both sum the same block values in double; only the order differs.
-      const double scale = std::sqrt(cpu.shifted_sum_squares *
-                                     static_cast<double>(n)) + 1e-30;
+      const double scale =
+          std::sqrt(cpu.shifted_sum_squares * static_cast<double>(n)) + 1e-30;
       EXPECT_NEAR(total.sum, cpu.shifted_sum, 1e-12 * scale) << "n = " << n;
       EXPECT_NEAR(total.sum_squares, cpu.shifted_sum_squares,
                   1e-12 * cpu.shifted_sum_squares)
           << "n = " << n;
+    }
+  }
+}
+
+TEST(TileStats, StagedRowsEqualTheDirectPathBitForBit) {
+  // A misaligned chunk is added eight staged rows at a time (zeros past
+  // the data); the lanes must not change.
+  constexpr uint32_t kStage = 8;
+  for (uint32_t len : {1u, 31u, 33u, 1000u, 4095u, 4096u}) {
+    const std::vector<float> g = LaneScaled(len, len);
+    const float shift = tile::StatsShift(g[0]);
+    for (uint32_t q = 0; q < tile::kStatsThreadsPerBlock; ++q) {
+      tile::StatsQuarter direct;
+      tile::AccumulateStatsQuarter(g.data(), len, q, shift, &direct);
+      tile::StatsQuarter staged;
+      tile::ClearStatsQuarter(&staged);
+      const uint32_t rows = (len + kStatsLanes - 1) / kStatsLanes;
+      for (uint32_t r0 = 0; r0 < rows; r0 += kStage) {
+        float window[kStage * kStatsLanes] = {};
+        for (uint32_t i = 0; i < kStage * kStatsLanes; ++i) {
+          if (r0 * kStatsLanes + i < len) window[i] = g[r0 * kStatsLanes + i];
+        }
+        tile::AddStatsRows(window, r0, kStage, len, q, shift, &staged);
+      }
+      EXPECT_EQ(std::memcmp(&direct, &staged, sizeof(direct)), 0)
+          << "len = " << len << ", q = " << q;
     }
   }
 }
@@ -225,8 +264,8 @@ StatsNode RecursiveFold(const std::vector<StatsNode>& nodes, uint64_t begin,
   if (width == 1) return nodes[begin];
   StatsNode left = RecursiveFold(nodes, begin, width / 2);
   if (begin + width / 2 < nodes.size()) {
-    tile::CombineStatsNodes(&left, RecursiveFold(nodes, begin + width / 2,
-                                                 width / 2));
+    tile::CombineStatsNodes(&left,
+                            RecursiveFold(nodes, begin + width / 2, width / 2));
   }
   return left;
 }
@@ -339,8 +378,8 @@ TEST(TileSums, SumsEqualTheCpuAccumulation) {
         const Pushes pushes = MakePushes(g, num_pushes, layout);
         std::vector<int32_t> cpu(n, 0);
         for (const auto& push : pushes.bytes) {
-          ASSERT_TRUE(AccumulateTernary(push, n, layout, absl::MakeSpan(cpu))
-                          .ok());
+          ASSERT_TRUE(
+              AccumulateTernary(push, n, layout, absl::MakeSpan(cpu)).ok());
         }
         std::vector<uint32_t> errors;
         EXPECT_EQ(TileSums(pushes, n, layout, &errors), cpu)
@@ -360,10 +399,12 @@ TEST(TileSums, FlagsTheBadPushLikeTheCpu) {
     uint32_t error;
   };
   const Case cases[] = {
-      {Layout::kTernary2Bit, 33, 3, 0x0C, tile::kErrorBadValue},    // 11
-      {Layout::kTernary2Bit, 33, 8, 0x04, tile::kErrorBadPadding},  // element 33
+      {Layout::kTernary2Bit, 33, 3, 0x0C, tile::kErrorBadValue},  // 11
+      {Layout::kTernary2Bit, 33, 8, 0x04,
+       tile::kErrorBadPadding},  // element 33
       {Layout::kTernaryBase3, 33, 2, 243, tile::kErrorBadValue},
-      {Layout::kTernaryBase3, 33, 6, 27, tile::kErrorBadPadding},   // 3 of 5 used
+      {Layout::kTernaryBase3, 33, 6, 27,
+       tile::kErrorBadPadding},  // 3 of 5 used
   };
   for (const Case& c : cases) {
     const std::vector<float> g = Gradient(c.n, 9);
@@ -412,11 +453,33 @@ uint32_t SumBitsThreads(const uint8_t* packed, uint64_t n,
 #define TERN_CASE(B) \
   case B:            \
     return SumBitsThreadsAs<B>(packed, n, num_summands, factor, out);
-    TERN_CASE(2) TERN_CASE(3) TERN_CASE(4) TERN_CASE(5) TERN_CASE(6)
-    TERN_CASE(7) TERN_CASE(8) TERN_CASE(9) TERN_CASE(10) TERN_CASE(11)
-    TERN_CASE(12) TERN_CASE(13) TERN_CASE(14) TERN_CASE(15) TERN_CASE(16)
-    TERN_CASE(17) TERN_CASE(18) TERN_CASE(19) TERN_CASE(20) TERN_CASE(21)
-    TERN_CASE(22) TERN_CASE(23) TERN_CASE(24) TERN_CASE(25) TERN_CASE(26)
+    // clang-format off
+    TERN_CASE(2)
+    TERN_CASE(3)
+    TERN_CASE(4)
+    TERN_CASE(5)
+    TERN_CASE(6)
+    TERN_CASE(7)
+    TERN_CASE(8)
+    TERN_CASE(9)
+    TERN_CASE(10)
+    TERN_CASE(11)
+    TERN_CASE(12)
+    TERN_CASE(13)
+    TERN_CASE(14)
+    TERN_CASE(15)
+    TERN_CASE(16)
+    TERN_CASE(17)
+    TERN_CASE(18)
+    TERN_CASE(19)
+    TERN_CASE(20)
+    TERN_CASE(21)
+    TERN_CASE(22)
+    TERN_CASE(23)
+    TERN_CASE(24)
+    TERN_CASE(25)
+    TERN_CASE(26)
+    // clang-format on
 #undef TERN_CASE
   }
   ADD_FAILURE() << "no width for " << num_summands;
@@ -436,9 +499,8 @@ std::vector<float> TileDecode(const std::vector<uint8_t>& packed, uint64_t n,
   } else {
     const tile::RadixParams radix = tile::MakeRadixParams(num_summands);
     for (uint64_t w = 0; w * radix.digits < n; ++w) {
-      *errors |= tile::DecodeRadixWord(packed.data(), n, w, radix,
-                                       num_summands, factor,
-                                       values + w * radix.digits);
+      *errors |= tile::DecodeRadixWord(packed.data(), n, w, radix, num_summands,
+                                       factor, values + w * radix.digits);
     }
   }
   for (size_t i = 0; i < kGuard; ++i) {
@@ -450,7 +512,8 @@ std::vector<float> TileDecode(const std::vector<uint8_t>& packed, uint64_t n,
 
 std::vector<uint8_t> Pack(const std::vector<int32_t>& sums,
                           uint32_t num_summands, Layout layout) {
-  std::vector<uint8_t> packed(PackedSumBytes(sums.size(), num_summands, layout));
+  std::vector<uint8_t> packed(
+      PackedSumBytes(sums.size(), num_summands, layout));
   PackSums(sums, num_summands, layout, absl::MakeSpan(packed));
   return packed;
 }

@@ -12,11 +12,13 @@
 // 1 configuration error, >= 128 transient failure.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "kernels/codec_bench.h"
 #include "server/ps_flags.h"
 #include "server/ps_main.h"
 #include "server/ps_options.h"
@@ -109,6 +111,17 @@ int Main(int argc, char** argv) {
                 "worker flag is accepted and passed on");
   AddLaunchFlags(launch, &launch_options);
 
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Measure tern's own speed (ratios to references measured in "
+               "the same run, BENCHMARKS.md)");
+  bench->require_subcommand(1, 1);
+  CLI::App* bench_kernels = bench->add_subcommand(
+      "kernels", "CPU codec throughput per stage, as GB/s of fp32 input and "
+                 "as a ratio to memcpy and to a read-only sum; extra "
+                 "arguments go to Google Benchmark (e.g. "
+                 "--benchmark_filter=terngrad)");
+  bench_kernels->allow_extras();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -138,6 +151,12 @@ int Main(int argc, char** argv) {
     return worker::RunWorker(
         worker_options, MakeRoleLogger("worker", worker_options.worker_id,
                                        worker_options.log_level));
+  }
+  if (bench_kernels->parsed()) {
+    std::vector<std::string> extras = bench_kernels->remaining();
+    std::vector<char*> args = {argv[0]};
+    for (std::string& extra : extras) args.push_back(extra.data());
+    return kernels::RunCodecBench(static_cast<int>(args.size()), args.data());
   }
   if (absl::Status status = ValidateLaunchOptions(launch_options);
       !status.ok()) {
