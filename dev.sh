@@ -40,11 +40,12 @@ case "$cmd" in
   demo)
     install_deps
     bazel build "${bazel_flags[@]}" //tern
-    # About 5 minutes on 2 cores; extra arguments go to `tern launch`
-    # (e.g. --codec=fp32 to compare, --steps=100 for a quick look).
-    bazel-bin/tern/tern launch --shards=2 --workers=4 --model=lenet \
-      --dataset=fashion-mnist --codec=terngrad --steps=1000 --eval_every=250 \
-      "${@:2}"
+    # About 6 minutes on 2 cores. The job is given through TERN_* variables
+    # so that arguments (they go to `tern launch`) override it, e.g.
+    # --codec=fp32 to compare, --steps=100 for a quick look.
+    TERN_SHARDS=${TERN_SHARDS:-2} TERN_WORKERS=${TERN_WORKERS:-4} TERN_MODEL=${TERN_MODEL:-lenet} TERN_DATASET=${TERN_DATASET:-fashion-mnist} \
+      TERN_CODEC=${TERN_CODEC:-terngrad} TERN_STEPS=${TERN_STEPS:-1000} TERN_EVAL_EVERY=${TERN_EVAL_EVERY:-250} \
+      bazel-bin/tern/tern launch "${@:2}"
     ;;
   build)
     install_deps
