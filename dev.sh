@@ -40,7 +40,7 @@ case "$cmd" in
   demo)
     install_deps
     bazel build "${bazel_flags[@]}" //tern
-    # About 6 minutes on 2 cores. The job is given through TERN_* variables
+    # About 5 minutes on 2 cores. The job is given through TERN_* variables
     # so that arguments (they go to `tern launch`) override it, e.g.
     # --codec=fp32 to compare, --steps=100 for a quick look.
     TERN_SHARDS=${TERN_SHARDS:-2} TERN_WORKERS=${TERN_WORKERS:-4} TERN_MODEL=${TERN_MODEL:-lenet} TERN_DATASET=${TERN_DATASET:-fashion-mnist} \
