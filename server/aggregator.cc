@@ -73,8 +73,8 @@ std::string Missing(const std::vector<bool>& arrived) {
   }
   std::string text = missing.size() == 1 ? "worker " : "workers ";
   const size_t named = std::min(missing.size(), kMaxNamedWorkers);
-  absl::StrAppend(&text, absl::StrJoin(missing.begin(),
-                                       missing.begin() + named, ","));
+  absl::StrAppend(&text,
+                  absl::StrJoin(missing.begin(), missing.begin() + named, ","));
   if (named < missing.size()) {
     absl::StrAppend(&text, " and ", missing.size() - named, " more");
   }
@@ -144,9 +144,9 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(
     return absl::InvalidArgumentError("--num_workers must be at least 1");
   }
   if (options.num_shards == 0 || options.shard_index >= options.num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shard_index=", options.shard_index, " is not below --num_shards=",
-        options.num_shards));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard_index=", options.shard_index,
+                     " is not below --num_shards=", options.num_shards));
   }
   if (options.barrier_timeout <= absl::ZeroDuration() ||
       options.join_timeout <= absl::ZeroDuration()) {
@@ -174,8 +174,8 @@ Aggregator::Aggregator(AggregatorOptions options, Logger logger)
 }
 
 Aggregator::~Aggregator() {
-  Close(absl::UnavailableError(absl::StrCat(
-      "shard ", options_.shard_index, " is shutting down")));
+  Close(absl::UnavailableError(
+      absl::StrCat("shard ", options_.shard_index, " is shutting down")));
 }
 
 // --- checks shared by the calls ---
@@ -186,8 +186,8 @@ absl::Status Aggregator::CheckWorker(uint32_t worker) const {
   if (worker >= options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown worker ", worker, ": shard ", options_.shard_index,
-        " serves workers 0..", options_.num_workers - 1, " (--num_workers=",
-        options_.num_workers, ")"));
+        " serves workers 0..", options_.num_workers - 1,
+        " (--num_workers=", options_.num_workers, ")"));
   }
   if (!joined_[worker]) {
     return absl::FailedPreconditionError(
@@ -252,21 +252,21 @@ absl::Status Aggregator::CheckJoinOptions(const JoinRequest& request) const {
   }
   if (request.config.num_workers != options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "worker ", request.worker_id, " runs with num_workers=",
-        request.config.num_workers, ", but shard ", shard,
-        " was started with --num_workers=", options_.num_workers));
+        "worker ", request.worker_id,
+        " runs with num_workers=", request.config.num_workers, ", but shard ",
+        shard, " was started with --num_workers=", options_.num_workers));
   }
   if (request.config.num_shards != options_.num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker ", request.worker_id, " knows ", request.config.num_shards,
-        " shards, but shard ", shard, " was started with --num_shards=",
-        options_.num_shards));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", request.worker_id, " knows ",
+                     request.config.num_shards, " shards, but shard ", shard,
+                     " was started with --num_shards=", options_.num_shards));
   }
   if (request.shard_index != shard) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker ", request.worker_id, " sent its join for shard ",
-        request.shard_index, " to shard ", shard,
-        " (--ps must list the shards in shard-index order)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", request.worker_id, " sent its join for shard ",
+                     request.shard_index, " to shard ", shard,
+                     " (--ps must list the shards in shard-index order)"));
   }
   const float clip = request.config.clip;
   if (!std::isfinite(clip) || clip < 0) {
@@ -295,9 +295,9 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
   absl::flat_hash_set<uint32_t> fp32_keys;
   for (const uint32_t key : config.fp32_chunk_keys) {
     if (key >= partition->chunks().size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fp32 chunk key ", key, " is beyond the model's ",
-          partition->chunks().size(), " chunks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fp32 chunk key ", key, " is beyond the model's ",
+                       partition->chunks().size(), " chunks"));
     }
     if (!fp32_keys.insert(key).second) {
       return absl::InvalidArgumentError(
@@ -312,7 +312,7 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "shard %d would own %d elements in %d chunks: up to %d bytes per "
         "message in fp32, more than its limit of %d MiB (--max_message_mb); "
-        "raise --max_message_mb on every shard and worker, or use more shards",
+        "raise --max_message_mb of the shards or use more shards",
         shard, shard_elements, keys.size(), message_bytes,
         options_.max_message_bytes >> 20));
   }
@@ -322,9 +322,9 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
           config.codec, config.clip, config.push_layout, config.pull_layout});
   if (!run_codec.ok()) return WithPrefix(run_codec.status(), "run config");
   absl::StatusOr<std::unique_ptr<kernels::Codec>> fp32_codec =
-      kernels::MakeCodec(kernels::CodecOptions{kernels::CodecId::kFp32,
-                                               config.clip, kernels::Layout::kRaw,
-                                               kernels::Layout::kRaw});
+      kernels::MakeCodec(
+          kernels::CodecOptions{kernels::CodecId::kFp32, config.clip,
+                                kernels::Layout::kRaw, kernels::Layout::kRaw});
   if (!fp32_codec.ok()) return WithPrefix(fp32_codec.status(), "fp32 codec");
 
   std::vector<std::unique_ptr<ShardChunk>> chunks;
@@ -345,8 +345,8 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
     }
     {
       absl::MutexLock lock(&chunk->mu);
-      chunk->aggregation = chunk->codec->NewAggregation(
-          chunk->num_elements, options_.num_workers);
+      chunk->aggregation = chunk->codec->NewAggregation(chunk->num_elements,
+                                                        options_.num_workers);
     }
     by_key[key] = chunk.get();
     chunks.push_back(std::move(chunk));
@@ -381,9 +381,9 @@ absl::Status Aggregator::CompareWithFirst(const JoinRequest& request) const {
   // "<what> <theirs> of worker <w> differs from <ours> of worker <first>".
   auto differs = [&](absl::string_view what, const std::string& theirs,
                      const std::string& ours, absl::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " ", theirs, " of worker ", worker, " differs from ", ours,
-        " of worker ", first, ": ", why));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " ", theirs, " of worker ", worker, " differs from ",
+                     ours, " of worker ", first, ": ", why));
   };
   constexpr absl::string_view kSameFlags =
       "every worker must run with the same flags";
@@ -400,8 +400,8 @@ absl::Status Aggregator::CompareWithFirst(const JoinRequest& request) const {
                    kSameFlags);
   }
   if (mine.codec != config_.codec) {
-    return differs("codec", kernels::CodecName(mine.codec), kernels::CodecName(config_.codec),
-                   kSameFlags);
+    return differs("codec", kernels::CodecName(mine.codec),
+                   kernels::CodecName(config_.codec), kSameFlags);
   }
   if (mine.push_layout != config_.push_layout) {
     return differs("push layout", kernels::LayoutName(mine.push_layout),
@@ -467,7 +467,8 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
     status = configured_ ? CompareWithFirst(request) : Configure(request);
   }
   if (!status.ok()) {
-    logger_->warn("join of worker {} refused: {}", worker, std::string(status.message()));
+    logger_->warn("join of worker {} refused: {}", worker,
+                  std::string(status.message()));
     deferred.Answer<JoinReply>(std::move(done), status);
     return;
   }
@@ -535,8 +536,7 @@ void Aggregator::ShareScalers(const ScalerRequest& request,
   }
 
   auto invalid = [&](const std::string& what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step ", step, ": ", what));
+    return absl::InvalidArgumentError(absl::StrCat("step ", step, ": ", what));
   };
   std::vector<bool> seen(scaler_chunks_.size(), false);
   for (const ChunkScaler& entry : request.scalers) {
@@ -560,24 +560,23 @@ void Aggregator::ShareScalers(const ScalerRequest& request,
     }
     seen[chunk.scaler_slot] = true;
     if (!std::isfinite(entry.scaler)) {
-      return refuse(invalid(absl::StrCat(
-          "chunk ", entry.chunk_key, ": scaler ", entry.scaler, " of worker ",
-          worker,
-          " is not finite (NaN/Inf gradients are refused; see "
-          "server/README.md)")));
+      return refuse(invalid(
+          absl::StrCat("chunk ", entry.chunk_key, ": scaler ", entry.scaler,
+                       " of worker ", worker,
+                       " is not finite (NaN/Inf gradients are refused; see "
+                       "server/README.md)")));
     }
     if (entry.scaler < 0) {
-      return refuse(invalid(absl::StrCat("chunk ", entry.chunk_key,
-                                         ": scaler ", entry.scaler,
-                                         " of worker ", worker,
+      return refuse(invalid(absl::StrCat("chunk ", entry.chunk_key, ": scaler ",
+                                         entry.scaler, " of worker ", worker,
                                          " is negative")));
     }
   }
   for (size_t slot = 0; slot < seen.size(); ++slot) {
     if (!seen[slot]) {
-      return refuse(invalid(absl::StrCat("worker ", worker,
-                                         " sent no scaler for chunk ",
-                                         scaler_chunks_[slot]->key)));
+      return refuse(
+          invalid(absl::StrCat("worker ", worker, " sent no scaler for chunk ",
+                               scaler_chunks_[slot]->key)));
     }
   }
 
@@ -648,21 +647,22 @@ absl::Status Aggregator::ValidatePush(
     }
     for (const float scaler : push.scalers) {
       if (!std::isfinite(scaler)) {
-        return invalid(absl::StrCat(
-            "scaler ", scaler,
-            " is not finite (NaN/Inf gradients are refused; see "
-            "server/README.md)"));
+        return invalid(
+            absl::StrCat("scaler ", scaler,
+                         " is not finite (NaN/Inf gradients are refused; see "
+                         "server/README.md)"));
       }
     }
     // TernGrad sums codes: every push of a chunk must use the shared
     // scaler s_k (DESIGN section 3, step 4).
     if (chunk.shares_scaler &&
         (push.scalers.empty() || push.scalers[0] != shared_scalers[i])) {
-      return invalid(absl::StrCat(
-          "scaler ", push.scalers.empty() ? std::string("(none)")
-                                          : absl::StrCat(push.scalers[0]),
-          " differs from the shared scaler ", shared_scalers[i],
-          " of this step"));
+      return invalid(absl::StrCat("scaler ",
+                                  push.scalers.empty()
+                                      ? std::string("(none)")
+                                      : absl::StrCat(push.scalers[0]),
+                                  " differs from the shared scaler ",
+                                  shared_scalers[i], " of this step"));
     }
     scratch.resize(chunk.num_elements);
     if (absl::Status status =
@@ -720,16 +720,15 @@ void Aggregator::PushPull(const PushRequest& request,
     }
     if (push_state_[worker] == PushState::kAdding) {
       // The first copy is still being added; a retry will find it counted.
-      return refuse(absl::UnavailableError(absl::StrCat(
-          "step ", step, ": an earlier push of worker ", worker,
-          " is still being added; retry")));
+      return refuse(absl::UnavailableError(
+          absl::StrCat("step ", step, ": an earlier push of worker ", worker,
+                       " is still being added; retry")));
     }
     if (!scaler_chunks_.empty() && scalers_ == nullptr) {
       return refuse(absl::FailedPreconditionError(absl::StrCat(
           "step ", step, ": worker ", worker,
           " pushed before the scalers of the step were shared (missing: ",
-          Missing(scalers_sent_),
-          ")")));
+          Missing(scalers_sent_), ")")));
     }
     auto invalid = [&](const std::string& what) {
       return absl::InvalidArgumentError(
@@ -740,8 +739,8 @@ void Aggregator::PushPull(const PushRequest& request,
       const uint32_t key = request.chunks[i].chunk_key;
       const auto it = chunk_by_key_.find(key);
       if (it == chunk_by_key_.end()) {
-        return refuse(invalid(absl::StrCat("chunk ", key, " of worker ",
-                                           worker, " is not a chunk of shard ",
+        return refuse(invalid(absl::StrCat("chunk ", key, " of worker ", worker,
+                                           " is not a chunk of shard ",
                                            options_.shard_index)));
       }
       if (!seen.insert(key).second) {
@@ -772,7 +771,7 @@ void Aggregator::PushPull(const PushRequest& request,
     for (; added < chunks.size(); ++added) {
       absl::MutexLock chunk_lock(&chunks[added]->mu);
       status = chunks[added]->aggregation->Add(worker,
-                                              request.chunks[added].payload);
+                                               request.chunks[added].payload);
       if (!status.ok()) break;
     }
   }
@@ -789,18 +788,19 @@ void Aggregator::PushPull(const PushRequest& request,
     }
     // Validation passed, the codec's Add refused, and earlier chunks are
     // already in the sum: the step cannot be completed correctly.
-    FailRun(absl::InternalError(absl::StrCat(
-                "step ", step, ": chunk ", chunks[added]->key, " of worker ",
-                worker, ": the codec refused a push its decoder accepted, "
-                "after other chunks were added: ", status.message())),
+    FailRun(absl::InternalError(
+                absl::StrCat("step ", step, ": chunk ", chunks[added]->key,
+                             " of worker ", worker,
+                             ": the codec refused a push its decoder accepted, "
+                             "after other chunks were added: ",
+                             status.message())),
             &deferred);
     deferred.Answer<PushAnswer>(std::move(done), failed_);
     return;
   }
   push_state_[worker] = PushState::kAdded;
   ++num_pushed_;
-  if (absl::Status serving = !closed_.ok() ? closed_ : failed_;
-      !serving.ok()) {
+  if (absl::Status serving = !closed_.ok() ? closed_ : failed_; !serving.ok()) {
     deferred.Answer<PushAnswer>(std::move(done), serving);
     return;
   }
@@ -817,10 +817,11 @@ void Aggregator::CompleteStep(Deferred* deferred) {
     absl::MutexLock chunk_lock(&chunk->mu);
     absl::StatusOr<kernels::Payload> sum = chunk->aggregation->Finish();
     if (!sum.ok()) {
-      FailRun(absl::InternalError(absl::StrCat(
-                  "step ", step_, ": chunk ", chunk->key,
-                  ": the aggregate could not be built: ", sum.status().message())),
-              deferred);
+      FailRun(
+          absl::InternalError(absl::StrCat(
+              "step ", step_, ": chunk ", chunk->key,
+              ": the aggregate could not be built: ", sum.status().message())),
+          deferred);
       return;
     }
     reply->chunks.push_back(ChunkPayload{chunk->key, *std::move(sum)});
@@ -837,10 +838,9 @@ void Aggregator::CompleteStep(Deferred* deferred) {
   for (auto& waiter : scaler_waiters_) {
     deferred->Answer<ScalerAnswer>(
         std::move(waiter.done),
-        absl::FailedPreconditionError(absl::StrCat(
-            "step ", step_, " completed before ",
-            Missing(scalers_sent_),
-            " shared scalers")));
+        absl::FailedPreconditionError(
+            absl::StrCat("step ", step_, " completed before ",
+                         Missing(scalers_sent_), " shared scalers")));
   }
   scaler_waiters_.clear();
 
@@ -873,11 +873,11 @@ absl::Status Aggregator::CheckParams(uint32_t worker_id, uint64_t step,
   }
   const auto [first, first_checksum] = it->second;
   if (checksum != first_checksum) {
-    FailRun(absl::FailedPreconditionError(absl::StrCat(
-                "step ", step, ": param checksum ", FormatChecksum(checksum),
-                " of worker ", worker_id, " differs from ",
-                FormatChecksum(first_checksum), " of worker ", first,
-                ": the replicas diverged")),
+    FailRun(absl::FailedPreconditionError(
+                absl::StrCat("step ", step, ": param checksum ",
+                             FormatChecksum(checksum), " of worker ", worker_id,
+                             " differs from ", FormatChecksum(first_checksum),
+                             " of worker ", first, ": the replicas diverged")),
             &deferred);
     return failed_;
   }
@@ -890,24 +890,23 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
   const std::string within =
       absl::StrCat(" within ", Seconds(options_.barrier_timeout));
   auto log = [&](const absl::Status& status, size_t calls) {
-    logger_->warn("{} ({} pending {} answered)", std::string(status.message()), calls,
-                  calls == 1 ? "call" : "calls");
+    logger_->warn("{} ({} pending {} answered)", std::string(status.message()),
+                  calls, calls == 1 ? "call" : "calls");
   };
 
   if (auto expired = TakeExpired(&join_waiters_, now); !expired.empty()) {
-    const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
-        Missing(joined_),
-        " did not join shard ", options_.shard_index, within));
+    const absl::Status status = absl::DeadlineExceededError(
+        absl::StrCat(Missing(joined_), " did not join shard ",
+                     options_.shard_index, within));
     log(status, expired.size());
     for (auto& waiter : expired) {
       deferred.Answer<JoinReply>(std::move(waiter.done), status);
     }
   }
   if (auto expired = TakeExpired(&scaler_waiters_, now); !expired.empty()) {
-    const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
-        "step ", step_, ": ",
-        Missing(scalers_sent_),
-        " did not share scalers", within));
+    const absl::Status status = absl::DeadlineExceededError(
+        absl::StrCat("step ", step_, ": ", Missing(scalers_sent_),
+                     " did not share scalers", within));
     log(status, expired.size());
     for (auto& waiter : expired) {
       deferred.Answer<ScalerAnswer>(std::move(waiter.done), status);
@@ -915,9 +914,7 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
   }
   if (auto expired = TakeExpired(&push_waiters_, now); !expired.empty()) {
     const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
-        "step ", step_, ": ",
-        Missing(Pushed()),
-        " did not push", within));
+        "step ", step_, ": ", Missing(Pushed()), " did not push", within));
     log(status, expired.size());
     for (auto& waiter : expired) {
       deferred.Answer<PushAnswer>(std::move(waiter.done), status);
@@ -925,10 +922,10 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
   }
 
   if (!all_joined_ && now - created_ >= options_.join_timeout) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        Missing(joined_), " of ",
-        options_.num_workers, " did not join shard ", options_.shard_index,
-        " within ", Seconds(options_.join_timeout), " (--join_timeout_s)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(Missing(joined_), " of ", options_.num_workers,
+                     " did not join shard ", options_.shard_index, " within ",
+                     Seconds(options_.join_timeout), " (--join_timeout_s)"));
   }
   return absl::OkStatus();
 }

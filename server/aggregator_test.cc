@@ -27,10 +27,10 @@
 namespace tern::server {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using kernels::CodecId;
 using kernels::Layout;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 // The test model: "w" of 3x5 and "b" of 7 elements, cut into chunks of at
 // most 8 elements (partition_bytes 32): chunk 0 = w[0..8), chunk 1 =
@@ -87,7 +87,8 @@ JoinRequest MakeJoin(uint32_t worker, const RunConfig& config) {
 // A deterministic gradient of worker `worker` for chunk `key` at `step`.
 std::vector<float> Gradient(uint32_t worker, uint64_t step, uint32_t key,
                             uint64_t elements) {
-  std::mt19937 random(static_cast<uint32_t>(worker * 1000003 + step * 101 + key));
+  std::mt19937 random(
+      static_cast<uint32_t>(worker * 1000003 + step * 101 + key));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> values(elements);
   for (float& value : values) value = normal(random);
@@ -183,8 +184,8 @@ class AggregatorTest : public ::testing::Test {
     for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
       const bool fp32 = std::count(fp32_keys.begin(), fp32_keys.end(), key) > 0;
       kernels::EncodeContext context;
-      context.stream = RandomStream{kSeed, static_cast<uint32_t>(step), key,
-                                    worker};
+      context.stream =
+          RandomStream{kSeed, static_cast<uint32_t>(step), key, worker};
       for (const ChunkScaler& scaler : shared) {
         if (scaler.chunk_key == key) context.scaler = scaler.scaler;
       }
@@ -237,9 +238,9 @@ class AggregatorTest : public ::testing::Test {
       for (size_t i = 0; i < shared.size(); ++i) {
         float expected = 0;
         for (uint32_t w = 0; w < num_workers; ++w) {
-          expected = std::max(
-              expected, MaxAbs(Gradient(w, step, scaler_keys[i],
-                                        kChunkElements[scaler_keys[i]])));
+          expected = std::max(expected,
+                              MaxAbs(Gradient(w, step, scaler_keys[i],
+                                              kChunkElements[scaler_keys[i]])));
         }
         EXPECT_EQ(shared[i].chunk_key, scaler_keys[i]);
         EXPECT_EQ(shared[i].scaler, expected) << "s_k = max_i s_ik";
@@ -264,8 +265,7 @@ class AggregatorTest : public ::testing::Test {
     const std::unique_ptr<kernels::Codec> run_codec = Codec(codec);
     const std::unique_ptr<kernels::Codec> fp32_codec = Codec(CodecId::kFp32);
     for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
-      const bool fp32 =
-          std::count(fp32_keys.begin(), fp32_keys.end(), key) > 0;
+      const bool fp32 = std::count(fp32_keys.begin(), fp32_keys.end(), key) > 0;
       const kernels::Codec& chunk_codec = fp32 ? *fp32_codec : *run_codec;
       const kernels::Payload& pull = reply.chunks[key].payload;
       EXPECT_EQ(reply.chunks[key].chunk_key, key);
@@ -465,8 +465,7 @@ INSTANTIATE_TEST_SUITE_P(
         Mismatch{"SpecHash", [](JoinRequest* j) { j->param_spec_hash = 1; },
                  "param spec hash 0x0000000000000001 of worker 2 differs "
                  "from 0x0000000000005bec"},
-        Mismatch{"Shape",
-                 [](JoinRequest* j) { j->tensors[1].shape = {8}; },
+        Mismatch{"Shape", [](JoinRequest* j) { j->tensors[1].shape = {8}; },
                  "tensor 1 'b' [8] of worker 2 differs from 'b' [7]"},
         Mismatch{"Checksum", [](JoinRequest* j) { j->param_checksum = 2; },
                  "param checksum 0x0000000000000002 of worker 2 differs "
@@ -538,8 +537,8 @@ TEST_F(AggregatorTest, ATernGradPullIsTheSumOfTheCodes) {
   auto s0 = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
   auto s1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
   ASSERT_TRUE(s1->status().ok());
-  const PushRequest push = MakePush(0, 0, CodecId::kTernGrad,
-                                    s1->value()->scalers);
+  const PushRequest push =
+      MakePush(0, 0, CodecId::kTernGrad, s1->value()->scalers);
   PushRequest same = push;
   same.worker_id = 1;
   auto p0 = Push(*aggregator, push);
@@ -683,8 +682,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadPush{"WrongCodec",
                 [](PushRequest* p) {
                   p->chunks[2].payload =
-                      *Codec(CodecId::kFp32)->Encode(
-                          std::vector<float>(7, 0.5f), {});
+                      *Codec(CodecId::kFp32)
+                           ->Encode(std::vector<float>(7, 0.5f), {});
                 },
                 absl::StatusCode::kInvalidArgument,
                 "chunk 2 of worker 0: codec fp32"},
@@ -918,7 +917,8 @@ TEST_F(AggregatorTest, TheShardGivesUpWhenWorkersDoNotJoinInTime) {
   auto aggregator = Make(Options(3));
   auto j1 = Join(*aggregator, MakeJoin(1, MakeConfig(3, CodecId::kFp32)));
   EXPECT_TRUE(aggregator->ExpireWaits(now_ + absl::Seconds(299)).ok());
-  const absl::Status status = aggregator->ExpireWaits(now_ + absl::Seconds(300));
+  const absl::Status status =
+      aggregator->ExpireWaits(now_ + absl::Seconds(300));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(status.message(),
             "workers 0,2 of 3 did not join shard 0 within 300s "
@@ -950,9 +950,9 @@ TEST_F(AggregatorTest, DivergedReplicasFailTheRunForEveryone) {
   auto later = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
   EXPECT_EQ(later->status(), diverged);
   EXPECT_EQ(aggregator->CheckParams(0, 0, 0xaa), diverged);
-  EXPECT_EQ(Join(*aggregator, MakeJoin(0, MakeConfig(3, CodecId::kFp32)))
-                ->status(),
-            diverged);
+  EXPECT_EQ(
+      Join(*aggregator, MakeJoin(0, MakeConfig(3, CodecId::kFp32)))->status(),
+      diverged);
 }
 
 TEST_F(AggregatorTest, CloseAnswersPendingAndLaterCalls) {
@@ -990,31 +990,28 @@ TEST_F(AggregatorTest, WorkersAsThreadsRunManySteps) {
       // Each barrier call blocks this thread on a notification that the
       // thread completing the barrier fires.
       absl::Notification joined;
-      aggregator->Join(MakeJoin(w, config),
-                       [&](absl::StatusOr<JoinReply> r) {
-                         EXPECT_TRUE(r.ok()) << r.status();
-                         joined.Notify();
-                       });
+      aggregator->Join(MakeJoin(w, config), [&](absl::StatusOr<JoinReply> r) {
+        EXPECT_TRUE(r.ok()) << r.status();
+        joined.Notify();
+      });
       joined.WaitForNotification();
       for (uint64_t step = 0; step < kSteps; ++step) {
         absl::Notification shared_note;
         std::vector<ChunkScaler> shared;
-        aggregator->ShareScalers(
-            LocalScalers(w, step, {0, 1, 2}),
-            [&](absl::StatusOr<ScalerAnswer> r) {
-              EXPECT_TRUE(r.ok()) << r.status();
-              if (r.ok()) shared = (*r)->scalers;
-              shared_note.Notify();
-            });
+        aggregator->ShareScalers(LocalScalers(w, step, {0, 1, 2}),
+                                 [&](absl::StatusOr<ScalerAnswer> r) {
+                                   EXPECT_TRUE(r.ok()) << r.status();
+                                   if (r.ok()) shared = (*r)->scalers;
+                                   shared_note.Notify();
+                                 });
         shared_note.WaitForNotification();
         absl::Notification pushed;
-        aggregator->PushPull(
-            MakePush(w, step, CodecId::kTernGrad, shared),
-            [&](absl::StatusOr<PushAnswer> r) {
-              EXPECT_TRUE(r.ok()) << r.status();
-              if (r.ok()) answers[w].push_back(*r);
-              pushed.Notify();
-            });
+        aggregator->PushPull(MakePush(w, step, CodecId::kTernGrad, shared),
+                             [&](absl::StatusOr<PushAnswer> r) {
+                               EXPECT_TRUE(r.ok()) << r.status();
+                               if (r.ok()) answers[w].push_back(*r);
+                               pushed.Notify();
+                             });
         pushed.WaitForNotification();
       }
     });

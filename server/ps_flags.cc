@@ -100,8 +100,8 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
 
 absl::Status ValidatePsOptions(const PsOptions& o) {
   if (!IsHostPort(o.listen)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--listen: '", o.listen, "' is not of the form host:port"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen: '", o.listen, "' is not of the form host:port"));
   }
   if (o.num_shards == 0) {
     return absl::InvalidArgumentError("--num_shards must be at least 1");
@@ -123,9 +123,9 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
         "--join_timeout_s must be a finite number > 0");
   }
   if (o.max_message_mb == 0 || o.max_message_mb > kMaxMessageMb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_message_mb=", o.max_message_mb, " is not in [1, ",
-        kMaxMessageMb, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_mb=", o.max_message_mb, " is not in [1, ",
+                     kMaxMessageMb, "]"));
   }
   if (absl::StatusOr<spdlog::level::level_enum> level =
           ParseLogLevel(o.log_level);

@@ -37,8 +37,7 @@ TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
   const std::string help = parsed.app.help();
   for (const char* name :
        {"listen", "port_file", "shard_index", "num_shards", "num_workers",
-        "barrier_timeout_s", "join_timeout_s", "max_message_mb",
-        "log_level"}) {
+        "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level"}) {
     const std::string flag = std::string("--") + name;
     EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
     std::string env = std::string("TERN_") + name;
@@ -98,7 +97,8 @@ TEST(PsFlagsTest, OutOfRangeValuesAreRefusedNamingTheFlag) {
       parsed.Parse(args);
       ADD_FAILURE() << args << " was accepted";
     } catch (const CLI::ParseError& error) {
-      const std::string flag = std::string(args).substr(0, std::string(args).find('='));
+      const std::string flag =
+          std::string(args).substr(0, std::string(args).find('='));
       EXPECT_THAT(error.what(), HasSubstr(flag)) << args;
     }
   }

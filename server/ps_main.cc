@@ -85,9 +85,9 @@ absl::Status WritePortFile(const std::string& path, int port) {
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(temporary.c_str());
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--port_file: cannot rename ", temporary, " to ", path, ": ",
-        strerror(error)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port_file: cannot rename ", temporary, " to ", path,
+                     ": ", strerror(error)));
   }
   return absl::OkStatus();
 }
@@ -139,8 +139,9 @@ int RunParameterServer(const PsOptions& options, Logger logger) {
   }
 
   const auto shut_down = [&] {
-    (*aggregator)->Close(absl::UnavailableError(
-        absl::StrCat("shard ", options.shard_index, " is shutting down")));
+    (*aggregator)
+        ->Close(absl::UnavailableError(
+            absl::StrCat("shard ", options.shard_index, " is shutting down")));
     server->GetHealthCheckService()->Shutdown();
     server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
     server->Wait();

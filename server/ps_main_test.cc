@@ -70,9 +70,8 @@ std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::ByteBuffer response;
   absl::Notification done;
   grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check",
-                 grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
                    status = std::move(s);
                    done.Notify();
                  });

@@ -13,8 +13,8 @@ namespace {
 // response stay valid until Finish (gRPC's callback API), which is the
 // last thing this does.
 template <typename Answer, typename Response, typename Fill>
-Callback<Answer> Finisher(grpc::ServerUnaryReactor* reactor,
-                          Response* response, Fill fill) {
+Callback<Answer> Finisher(grpc::ServerUnaryReactor* reactor, Response* response,
+                          Fill fill) {
   return [reactor, response, fill](absl::StatusOr<Answer> answer) {
     if (!answer.ok()) {
       reactor->Finish(ToGrpcStatus(answer.status()));

@@ -51,7 +51,8 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
 
 }  // namespace
 
-absl::StatusOr<kernels::Payload> PayloadFromWire(const tern::v1::Payload& wire) {
+absl::StatusOr<kernels::Payload> PayloadFromWire(
+    const tern::v1::Payload& wire) {
   kernels::Payload payload;
   TERN_ASSIGN_OR_RETURN(payload.codec, CodecFromWire(wire.codec()));
   TERN_ASSIGN_OR_RETURN(payload.layout, LayoutFromWire(wire.layout()));
@@ -96,8 +97,7 @@ absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire) {
   return request;
 }
 
-ScalerRequest ScalersFromWire(
-    const tern::v1::ShareScalersRequest& wire) {
+ScalerRequest ScalersFromWire(const tern::v1::ShareScalersRequest& wire) {
   ScalerRequest request;
   request.worker_id = wire.worker_id();
   request.step = wire.step();
@@ -108,7 +108,8 @@ ScalerRequest ScalersFromWire(
   return request;
 }
 
-absl::StatusOr<PushRequest> PushFromWire(const tern::v1::PushPullRequest& wire) {
+absl::StatusOr<PushRequest> PushFromWire(
+    const tern::v1::PushPullRequest& wire) {
   PushRequest request;
   request.worker_id = wire.worker_id();
   request.step = wire.step();
@@ -116,12 +117,13 @@ absl::StatusOr<PushRequest> PushFromWire(const tern::v1::PushPullRequest& wire) 
   for (const tern::v1::ChunkPayload& chunk : wire.chunks()) {
     absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
     if (!payload.ok()) {
-      return Prefixed(payload.status(),
-                      absl::StrCat("step ", wire.step(), ": chunk ",
-                                   chunk.chunk_key(), " of worker ",
-                                   wire.worker_id()));
+      return Prefixed(
+          payload.status(),
+          absl::StrCat("step ", wire.step(), ": chunk ", chunk.chunk_key(),
+                       " of worker ", wire.worker_id()));
     }
-    request.chunks.push_back(ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+    request.chunks.push_back(
+        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
   }
   return request;
 }

@@ -19,8 +19,7 @@ absl::StatusOr<kernels::Payload> PayloadFromWire(const tern::v1::Payload& wire);
 void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out);
 
 absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire);
-ScalerRequest ScalersFromWire(
-    const tern::v1::ShareScalersRequest& wire);
+ScalerRequest ScalersFromWire(const tern::v1::ShareScalersRequest& wire);
 absl::StatusOr<PushRequest> PushFromWire(const tern::v1::PushPullRequest& wire);
 
 void JoinToWire(const JoinReply& reply, tern::v1::JoinResponse* out);

@@ -24,7 +24,8 @@ tern::v1::Payload WirePayload() {
 }
 
 TEST(WireTest, PayloadsKeepEveryFieldBothWays) {
-  const absl::StatusOr<kernels::Payload> payload = PayloadFromWire(WirePayload());
+  const absl::StatusOr<kernels::Payload> payload =
+      PayloadFromWire(WirePayload());
   ASSERT_TRUE(payload.ok()) << payload.status();
   EXPECT_EQ(payload->codec, kernels::CodecId::kTernGrad);
   EXPECT_EQ(payload->layout, kernels::Layout::kTernaryBase3);
