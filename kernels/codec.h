@@ -29,6 +29,49 @@ struct EncodeContext {
   // The scaler to quantize with. For TernGrad this is the shared scaler
   // s_k = max_i s_ik; a value <= 0 means "use my own local scaler".
   float scaler = 0.0f;
+  // A threshold chosen outside the chunk: the dropping codec's global
+  // threshold over the whole gradient (DropScope::kGlobal). A value <= 0
+  // means "select my own from this chunk".
+  float threshold = 0.0f;
+  // Length of the groups ("columns") that get their own reconstruction
+  // values (onebit, adaptive): consecutive runs from the chunk's start.
+  // 0 means one group for the whole chunk. See ColumnGroupSize().
+  uint64_t group_size = 0;
+};
+
+// The `worker` of the RandomStream a shard encodes its pulls with: no worker
+// has this id, so the shard's draws never repeat a worker's.
+inline constexpr uint32_t kShardStreamWorker = 0xFFFFFFFFu;
+
+// The group ("column") length the codecs with column-wise reconstruction
+// use for a tensor of this shape, the same on workers and shards: the
+// length of a row of the row-major tensor (numel / shape[0]) for rank >= 2,
+// the whole chunk (0) for scalars and vectors. (The papers' matrices are
+// column-major, so their columns are the contiguous runs; tern's contiguous
+// runs are rows.)
+inline uint64_t ColumnGroupSize(absl::Span<const int64_t> shape) {
+  if (shape.size() < 2 || shape[0] <= 0) return 0;
+  uint64_t row = 1;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    row *= static_cast<uint64_t>(shape[i] > 0 ? shape[i] : 0);
+  }
+  return row;
+}
+
+// What a shard gives a new aggregation besides the sizes: how to encode the
+// pull when the codec re-encodes (non-summable codecs).
+struct AggregationContext {
+  // Randomness of the pull encoding: (seed, step, chunk,
+  // kShardStreamWorker).
+  RandomStream stream;
+  // The groups the pull is encoded with (as EncodeContext::group_size).
+  uint64_t group_size = 0;
+  // The shard's own error-feedback residual for this chunk, kept across
+  // steps by the shard (Aji & Heafield send pulls as deltas with a residual
+  // on the server). Used only by codecs with UsesErrorFeedback(); then it is
+  // non-null and has num_elements values. Finish() adds it to the average
+  // before encoding and leaves in it what the pull did not carry.
+  std::vector<float>* residual = nullptr;
 };
 
 // The server-side reduction of the N pushes of one chunk in one step.
@@ -62,6 +105,11 @@ class Codec {
   // fp32 and re-encode.
   virtual bool Summable() const = 0;
 
+  // True for codecs that must be wrapped in error feedback (ErrorFeedback on
+  // workers, AggregationContext::residual on shards): what one encode drops
+  // is carried into the next instead of being lost.
+  virtual bool UsesErrorFeedback() const { return false; }
+
   // Encodes one chunk.
   virtual absl::StatusOr<Payload> Encode(absl::Span<const float> values,
                                          const EncodeContext& context) const = 0;
@@ -75,7 +123,19 @@ class Codec {
 
   // A fresh aggregation of `num_workers` pushes of `num_elements` values.
   virtual std::unique_ptr<Aggregation> NewAggregation(
-      uint64_t num_elements, uint32_t num_workers) const = 0;
+      uint64_t num_elements, uint32_t num_workers,
+      const AggregationContext& context) const = 0;
+
+  // The same without a context: for summable codecs, and for tests of the
+  // others (then the pull draws from stream (0, 0, 0, kShardStreamWorker)
+  // with one group and no residual; a codec with error feedback keeps a
+  // residual inside the aggregation that ends with it).
+  std::unique_ptr<Aggregation> NewAggregation(uint64_t num_elements,
+                                              uint32_t num_workers) const {
+    AggregationContext context;
+    context.stream.worker = kShardStreamWorker;
+    return NewAggregation(num_elements, num_workers, context);
+  }
 };
 
 }  // namespace tern::kernels

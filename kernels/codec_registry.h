@@ -9,19 +9,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/codec.h"
+#include "kernels/codec_options.h"
 #include "kernels/payload.h"
 
 namespace tern::kernels {
-
-struct CodecOptions {
-  CodecId id = CodecId::kTernGrad;
-  // TernGrad: clipping at clip * sigma (0 disables clipping).
-  float clip = 2.5f;
-  // kUnspecified picks the codec's default (TERNARY_2BIT / SUM_BITS for
-  // TernGrad, RAW for fp32 and fp16).
-  Layout push_layout = Layout::kUnspecified;
-  Layout pull_layout = Layout::kUnspecified;
-};
 
 // INVALID_ARGUMENT for options the codec rejects (e.g. a layout it does not
 // write), UNIMPLEMENTED for a codec id tern knows but has not built yet.

@@ -60,7 +60,8 @@ absl::Status Fp32Codec::Decode(const Payload& payload,
 }
 
 std::unique_ptr<Aggregation> Fp32Codec::NewAggregation(
-    uint64_t num_elements, uint32_t num_workers) const {
+    uint64_t num_elements, uint32_t num_workers,
+    const AggregationContext& /*context*/) const {
   return std::make_unique<FloatAggregation>(
       num_elements, num_workers,
       [](const Payload& push, absl::Span<float> out) {

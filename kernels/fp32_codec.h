@@ -24,8 +24,10 @@ class Fp32Codec final : public Codec {
                       absl::Span<float> out) const override;
   // Pull: the fp32 average of the pushes, added in worker order, with
   // num_summands = num_workers.
+  using Codec::NewAggregation;
   std::unique_ptr<Aggregation> NewAggregation(
-      uint64_t num_elements, uint32_t num_workers) const override;
+      uint64_t num_elements, uint32_t num_workers,
+      const AggregationContext& context) const override;
 };
 
 }  // namespace tern::kernels

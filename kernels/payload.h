@@ -32,6 +32,10 @@ enum class Layout : uint32_t {
   kTernaryBase3 = 3,
   kSumBits = 4,
   kSumRadix = 5,
+  kSignBits = 6,
+  kIndexSign = 7,
+  kIndexValue = 8,
+  kQsgdLevels = 9,
 };
 
 // The format version every layout is written with today.
@@ -80,6 +84,14 @@ constexpr const char* LayoutName(Layout layout) {
       return "SUM_BITS";
     case Layout::kSumRadix:
       return "SUM_RADIX";
+    case Layout::kSignBits:
+      return "SIGN_BITS";
+    case Layout::kIndexSign:
+      return "INDEX_SIGN";
+    case Layout::kIndexValue:
+      return "INDEX_VALUE";
+    case Layout::kQsgdLevels:
+      return "QSGD_LEVELS";
   }
   return "UNKNOWN";
 }

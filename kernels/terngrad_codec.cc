@@ -177,7 +177,8 @@ absl::Status TernGradCodec::Decode(const Payload& payload,
 }
 
 std::unique_ptr<Aggregation> TernGradCodec::NewAggregation(
-    uint64_t num_elements, uint32_t num_workers) const {
+    uint64_t num_elements, uint32_t num_workers,
+    const AggregationContext& /*context*/) const {
   return std::make_unique<TernGradAggregation>(
       num_elements, num_workers, options_.push_layout, options_.pull_layout);
 }

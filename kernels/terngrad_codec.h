@@ -53,8 +53,10 @@ class TernGradCodec final : public Codec {
   // count, one finite scaler >= 0 equal to the first accepted push's, the
   // bytes) and adds its codes into int32 sums. Finish packs the sums in the
   // pull layout with num_summands = num_workers and scalers = {s}.
+  using Codec::NewAggregation;
   std::unique_ptr<Aggregation> NewAggregation(
-      uint64_t num_elements, uint32_t num_workers) const override;
+      uint64_t num_elements, uint32_t num_workers,
+      const AggregationContext& context) const override;
 
  private:
   explicit TernGradCodec(const TernGradOptions& options) : options_(options) {}

@@ -1,0 +1,61 @@
+// Everything that configures a codec. A run's options travel to the shards
+// in the join (tern.v1.RunConfig.codec_params), so that a shard re-encodes
+// pulls exactly as the workers encode pushes.
+#ifndef TERN_KERNELS_CODEC_OPTIONS_H_
+#define TERN_KERNELS_CODEC_OPTIONS_H_
+
+#include <cstdint>
+
+#include "kernels/payload.h"
+
+namespace tern::kernels {
+
+// Where the dropping codec's threshold comes from (Aji & Heafield 2017
+// compare both).
+enum class DropScope : uint32_t {
+  // One threshold for the whole gradient: the worker selects it over all
+  // chunks and passes it in EncodeContext::threshold.
+  kGlobal = 0,
+  // One threshold per chunk (= per tensor below partition_bytes), selected
+  // by the codec itself.
+  kPerTensor = 1,
+};
+
+struct CodecOptions {
+  CodecId id = CodecId::kTernGrad;
+  // TernGrad: clipping at clip * sigma (0 disables clipping).
+  float clip = 2.5f;
+  // kUnspecified picks the codec's default (TERNARY_2BIT / SUM_BITS for
+  // TernGrad, RAW for fp32 and fp16, the one layout of the others).
+  Layout push_layout = Layout::kUnspecified;
+  Layout pull_layout = Layout::kUnspecified;
+
+  // Sampled selection (adaptive, dropping) and sampled means (onebit): how
+  // many elements of a chunk are drawn, with replacement, by the
+  // counter-based RNG. A chunk with no more elements than this is used
+  // whole, so small chunks are exact.
+  uint32_t sample_size = 4096;
+  // onebit: estimate each group's two means from a sample instead of from
+  // every element.
+  bool sampled_means = false;
+  // threshold (Strom 2015): the fixed threshold tau; values are sent as
+  // +-tau.
+  float tau = 0.01f;
+  // adaptive (Dryden et al. 2016): the proportion pi of the non-negative
+  // and, separately, of the negative updates that are sent.
+  float proportion = 0.001f;
+  // dropping (Aji & Heafield 2017): the fraction R of updates dropped (the
+  // smallest by absolute value), where the threshold comes from, and
+  // whether survivors are sent as 2-bit (sign -> per-chunk mean) codes
+  // instead of (index, value) pairs.
+  float drop_ratio = 0.99f;
+  DropScope drop_scope = DropScope::kGlobal;
+  bool drop_quantize = false;
+  // qsgd (Alistarh et al. 2017): s levels per sign and the bucket size.
+  uint32_t qsgd_levels = 16;
+  uint32_t qsgd_bucket = 512;
+};
+
+}  // namespace tern::kernels
+
+#endif  // TERN_KERNELS_CODEC_OPTIONS_H_
