@@ -60,10 +60,60 @@ absl::StatusOr<Payload> FloatAggregation::Finish() {
   }
   const float count = static_cast<float>(num_workers_);
   for (float& value : sum_) value /= count;
-  result_ = encode_pull_(sum_, num_workers_);
+  result_.emplace(encode_pull_(sum_, num_workers_));
   std::vector<float>().swap(sum_);
   std::vector<float>().swap(scratch_);
   return *result_;
+}
+
+std::unique_ptr<Aggregation> NewReencodingAggregation(
+    const Codec& codec, uint64_t num_elements, uint32_t num_workers,
+    const AggregationContext& context) {
+  auto decode_push = [&codec](const Payload& push, absl::Span<float> out) {
+    if (push.num_summands != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a push stands for 1 summand, this one for %d", push.num_summands));
+    }
+    return codec.Decode(push, out);
+  };
+  // The residual lives in the shard (context.residual) or, without one, in
+  // this lambda, which the aggregation owns.
+  auto owned_residual = std::make_shared<std::vector<float>>();
+  auto encode_pull = [&codec, context, num_elements, owned_residual](
+                         absl::Span<const float> average,
+                         uint32_t num_summands) -> absl::StatusOr<Payload> {
+    std::vector<float> target(average.begin(), average.end());
+    std::vector<float>* residual = nullptr;
+    if (codec.UsesErrorFeedback()) {
+      residual =
+          context.residual != nullptr ? context.residual : owned_residual.get();
+      if (residual->empty()) residual->assign(num_elements, 0.0f);
+      if (residual->size() != num_elements) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "the shard's residual has %d values, the chunk %d",
+            residual->size(), num_elements));
+      }
+      for (size_t i = 0; i < target.size(); ++i) target[i] += (*residual)[i];
+    }
+    EncodeContext encode;
+    encode.stream = context.stream;
+    encode.group_size = context.group_size;
+    absl::StatusOr<Payload> pull = codec.Encode(target, encode);
+    if (!pull.ok()) return pull.status();
+    if (residual != nullptr) {
+      std::vector<float> carried(num_elements);
+      absl::Status status = codec.Decode(*pull, absl::MakeSpan(carried));
+      if (!status.ok()) return status;
+      for (size_t i = 0; i < target.size(); ++i) {
+        (*residual)[i] = target[i] - carried[i];
+      }
+    }
+    pull->num_summands = num_summands;
+    return pull;
+  };
+  return std::make_unique<FloatAggregation>(num_elements, num_workers,
+                                            std::move(decode_push),
+                                            std::move(encode_pull));
 }
 
 }  // namespace tern::kernels

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -27,8 +28,8 @@ class FloatAggregation final : public Aggregation {
   using DecodePush =
       std::function<absl::Status(const Payload& push, absl::Span<float> out)>;
   // The pull payload for the element-wise average of the pushes.
-  using EncodePull = std::function<Payload(absl::Span<const float> average,
-                                           uint32_t num_workers)>;
+  using EncodePull = std::function<absl::StatusOr<Payload>(
+      absl::Span<const float> average, uint32_t num_workers)>;
 
   FloatAggregation(uint64_t num_elements, uint32_t num_workers,
                    DecodePush decode_push, EncodePull encode_pull);
@@ -50,8 +51,20 @@ class FloatAggregation final : public Aggregation {
   std::vector<float> sum_;
   std::vector<std::vector<float>> waiting_;  // per worker, decoded
   std::vector<float> scratch_;
-  std::optional<Payload> result_;
+  std::optional<absl::StatusOr<Payload>> result_;
 };
+
+// The aggregation of a codec that is not Summable() (DESIGN section 6):
+// decode each push with `codec`, average in fp32 in worker order, and
+// re-encode the average with `codec` for the pull, keyed by
+// context.stream and in groups of context.group_size. For a codec that
+// UsesErrorFeedback(), the shard's residual (context.residual, or one
+// owned by the aggregation when that is null) is added before the encode
+// and keeps what the pull did not carry. The pull's num_summands is N; its
+// Decode gives the average. `codec` must outlive the aggregation.
+std::unique_ptr<Aggregation> NewReencodingAggregation(
+    const Codec& codec, uint64_t num_elements, uint32_t num_workers,
+    const AggregationContext& context);
 
 }  // namespace tern::kernels
 
