@@ -40,7 +40,7 @@
 #include "torch/torch.h"
 #include "worker/chunk_plan.h"
 #include "worker/datasets.h"
-#include "worker/lr_schedule.h"
+#include "common/lr_schedule.h"
 #include "worker/models.h"
 #include "worker/param_buffer.h"
 #include "worker/ps_client.h"

@@ -1,10 +1,10 @@
-#include "worker/lr_schedule.h"
+#include "common/lr_schedule.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace tern::worker {
+namespace tern {
 
 absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name) {
   if (name == "constant") return LrScheduleKind::kConstant;
@@ -54,4 +54,4 @@ double LrSchedule::Rate(uint64_t step) const {
   return lr_;
 }
 
-}  // namespace tern::worker
+}  // namespace tern

@@ -1,18 +1,18 @@
-// Learning-rate schedules of `tern worker` (--lr_schedule). Every worker
-// computes the same rate from the same step, so replicas stay bit-identical
-// (DESIGN section 3, step 6).
+// Learning-rate schedules (--lr_schedule of `tern worker`, and of `tern ps`
+// in WeightGrad mode). Every process computes the same rate from the same
+// step, so replicas stay bit-identical (DESIGN section 3, step 6).
 //
 // Thread safety: an LrSchedule is immutable; Rate() may be called from any
 // thread.
-#ifndef TERN_WORKER_LR_SCHEDULE_H_
-#define TERN_WORKER_LR_SCHEDULE_H_
+#ifndef TERN_COMMON_LR_SCHEDULE_H_
+#define TERN_COMMON_LR_SCHEDULE_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace tern::worker {
+namespace tern {
 
 enum class LrScheduleKind {
   // lr_t = lr.
@@ -58,6 +58,6 @@ class LrSchedule {
   double gamma_;
 };
 
-}  // namespace tern::worker
+}  // namespace tern
 
-#endif  // TERN_WORKER_LR_SCHEDULE_H_
+#endif  // TERN_COMMON_LR_SCHEDULE_H_

@@ -1,10 +1,10 @@
-#include "worker/lr_schedule.h"
+#include "common/lr_schedule.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
 
-namespace tern::worker {
+namespace tern {
 namespace {
 
 TEST(LrScheduleTest, ParsesTheThreeNamesAndRejectsOthers) {
@@ -61,4 +61,4 @@ TEST(LrScheduleTest, RejectsSchedulesThatCannotBeComputed) {
 }
 
 }  // namespace
-}  // namespace tern::worker
+}  // namespace tern
