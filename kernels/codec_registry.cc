@@ -5,9 +5,15 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kernels/adaptive_codec.h"
+#include "kernels/dropping_codec.h"
 #include "kernels/fp16_codec.h"
 #include "kernels/fp32_codec.h"
+#include "kernels/int8_codec.h"
+#include "kernels/onebit_codec.h"
+#include "kernels/qsgd_codec.h"
 #include "kernels/terngrad_codec.h"
+#include "kernels/threshold_codec.h"
 
 namespace tern::kernels {
 namespace {
@@ -28,13 +34,6 @@ absl::Status CheckRawLayouts(const CodecOptions& options) {
     }
   }
   return absl::OkStatus();
-}
-
-// A codec id the wire knows whose kernels tern does not have (int8 is a
-// WeightGrad weight codec, not a gradient codec).
-absl::Status NotBuiltYet(CodecId id) {
-  return absl::UnimplementedError(
-      absl::StrFormat("codec %s is not built yet", CodecName(id)));
 }
 
 }  // namespace
@@ -66,17 +65,20 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
       return std::unique_ptr<Codec>(*std::move(codec));
     }
     case CodecId::kOneBit:
-      return NotBuiltYet(options.id);
+      return MakeOneBitCodec(options);
     case CodecId::kThreshold:
-      return NotBuiltYet(options.id);
+      return MakeThresholdCodec(options);
     case CodecId::kAdaptive:
-      return NotBuiltYet(options.id);
+      return MakeAdaptiveCodec(options);
     case CodecId::kDropping:
-      return NotBuiltYet(options.id);
+      return MakeDroppingCodec(options);
     case CodecId::kQsgd:
-      return NotBuiltYet(options.id);
-    case CodecId::kInt8:
-      return NotBuiltYet(options.id);
+      return MakeQsgdCodec(options);
+    case CodecId::kInt8: {
+      absl::Status status = CheckRawLayouts(options);
+      if (!status.ok()) return status;
+      return std::unique_ptr<Codec>(std::make_unique<Int8Codec>());
+    }
     case CodecId::kUnspecified:
       break;
   }

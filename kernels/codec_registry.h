@@ -15,7 +15,7 @@
 namespace tern::kernels {
 
 // INVALID_ARGUMENT for options the codec rejects (e.g. a layout it does not
-// write), UNIMPLEMENTED for a codec id tern knows but has not built yet.
+// write) and for an id outside the enum.
 absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options);
 
 // "fp32", "fp16", "terngrad", ... (every name CodecName() returns for a

@@ -518,9 +518,6 @@ TEST(RegistryTest, RejectsBadOptions) {
     ExpectInvalid(MakeCodec(options).status(), "clip");
   }
   options = CodecOptions();
-  options.id = CodecId::kQsgd;
-  EXPECT_EQ(MakeCodec(options).status().code(),
-            absl::StatusCode::kUnimplemented);
   options.id = CodecId::kUnspecified;
   ExpectInvalid(MakeCodec(options).status(), "no codec with id 0");
   options.id = static_cast<CodecId>(1234);

@@ -86,6 +86,50 @@ absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
                       absl::StrCat(prefix, ": ", status.message()));
 }
 
+std::string DropScopeName(kernels::DropScope scope) {
+  return scope == kernels::DropScope::kGlobal ? "global" : "tensor";
+}
+
+std::string Text(bool value) { return value ? "true" : "false"; }
+template <typename T>
+std::string Text(const T& value) {
+  return absl::StrCat(value);
+}
+
+// The first codec parameter in which `theirs` differs from `ours`, as
+// `differs("codec parameter <name>", theirs, ours, why)` reports it; the
+// names are the workers' flags.
+template <typename Differs>
+absl::Status CompareCodecParams(const CodecParams& theirs,
+                                const CodecParams& ours,
+                                const Differs& differs) {
+  constexpr absl::string_view kSameFlags =
+      "every worker must run with the same flags";
+  auto compare = [&](absl::string_view name, const auto& a, const auto& b) {
+    // `!(a == b)`: a NaN never matches (wire.h refuses it anyway).
+    if (!(a == b)) {
+      return differs(absl::StrCat("codec parameter ", name), Text(a), Text(b),
+                     kSameFlags);
+    }
+    return absl::OkStatus();
+  };
+  for (absl::Status status : {
+           compare("sample_size", theirs.sample_size, ours.sample_size),
+           compare("sampled_means", theirs.sampled_means, ours.sampled_means),
+           compare("tau", theirs.tau, ours.tau),
+           compare("proportion", theirs.proportion, ours.proportion),
+           compare("drop_ratio", theirs.drop_ratio, ours.drop_ratio),
+           compare("drop_scope", DropScopeName(theirs.drop_scope),
+                   DropScopeName(ours.drop_scope)),
+           compare("drop_quantize", theirs.drop_quantize, ours.drop_quantize),
+           compare("qsgd_levels", theirs.qsgd_levels, ours.qsgd_levels),
+           compare("qsgd_bucket", theirs.qsgd_bucket, ours.qsgd_bucket),
+       }) {
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 uint64_t Fp32MessageBytes(uint64_t num_elements, uint64_t num_chunks) {
@@ -96,8 +140,8 @@ std::string FormatChecksum(uint64_t checksum) {
   return absl::StrFormat("0x%016x", checksum);
 }
 
-// One chunk the shard owns. Everything but `aggregation` is fixed when the
-// chunk is built, so readers need no lock for it.
+// One chunk the shard owns. Everything but `aggregation` and `residual` is
+// fixed when the chunk is built, so readers need no lock for it.
 struct Aggregator::ShardChunk {
   uint32_t key = 0;
   uint64_t num_elements = 0;
@@ -108,10 +152,32 @@ struct Aggregator::ShardChunk {
   // shard's scaler list.
   bool shares_scaler = false;
   size_t scaler_slot = 0;
+  // The groups ("columns") a re-encoded pull uses: ColumnGroupSize of the
+  // shape of the tensor the chunk belongs to, as on the workers.
+  uint64_t group_size = 0;
 
   absl::Mutex mu;
   // The sum of the open step's pushes of this chunk.
   std::unique_ptr<kernels::Aggregation> aggregation ABSL_GUARDED_BY(mu);
+  // The shard's error-feedback residual (codecs with UsesErrorFeedback()):
+  // what the pulls so far did not carry. Zeros at the start; only Finish()
+  // of a step's aggregation changes it, and the shard calls that once per
+  // step, so retries and duplicates never touch it.
+  std::vector<float> residual ABSL_GUARDED_BY(mu);
+
+  // Opens the aggregation of `step`: its pull is encoded with the stream
+  // (seed, step, key, kShardStreamWorker), in groups of group_size, and
+  // with the residual where the codec uses one.
+  void Open(uint64_t seed, uint64_t step, uint32_t num_workers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    kernels::AggregationContext context;
+    // The step wraps at 2^32 in the counter, as on the workers.
+    context.stream = RandomStream{seed, static_cast<uint32_t>(step), key,
+                                  kernels::kShardStreamWorker};
+    context.group_size = group_size;
+    if (codec->UsesErrorFeedback()) context.residual = &residual;
+    aggregation = codec->NewAggregation(num_elements, num_workers, context);
+  }
 };
 
 // Callbacks collected under the lock and run when this object is
@@ -318,22 +384,27 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
   }
 
   absl::StatusOr<std::unique_ptr<kernels::Codec>> run_codec =
-      kernels::MakeCodec(kernels::CodecOptions{
-          config.codec, config.clip, config.push_layout, config.pull_layout});
+      options_.make_codec(RunCodecOptions(config));
   if (!run_codec.ok()) return WithPrefix(run_codec.status(), "run config");
+  kernels::CodecOptions fp32_options;
+  fp32_options.id = kernels::CodecId::kFp32;
+  fp32_options.push_layout = kernels::Layout::kRaw;
+  fp32_options.pull_layout = kernels::Layout::kRaw;
   absl::StatusOr<std::unique_ptr<kernels::Codec>> fp32_codec =
-      kernels::MakeCodec(
-          kernels::CodecOptions{kernels::CodecId::kFp32, config.clip,
-                                kernels::Layout::kRaw, kernels::Layout::kRaw});
+      kernels::MakeCodec(fp32_options);
   if (!fp32_codec.ok()) return WithPrefix(fp32_codec.status(), "fp32 codec");
 
   std::vector<std::unique_ptr<ShardChunk>> chunks;
   absl::flat_hash_map<uint32_t, ShardChunk*> by_key;
   std::vector<ShardChunk*> scaler_chunks;
+  size_t feedback_chunks = 0;
   for (const uint32_t key : keys) {
+    const Chunk& part = partition->chunks()[key];
     auto chunk = std::make_unique<ShardChunk>();
     chunk->key = key;
-    chunk->num_elements = partition->chunks()[key].num_elements;
+    chunk->num_elements = part.num_elements;
+    chunk->group_size =
+        kernels::ColumnGroupSize(request.tensors[part.tensor].shape);
     const bool fp32 = fp32_keys.contains(key);
     chunk->codec = fp32 ? fp32_codec->get() : run_codec->get();
     chunk->push_layout = fp32 ? kernels::Layout::kRaw : config.push_layout;
@@ -345,8 +416,11 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
     }
     {
       absl::MutexLock lock(&chunk->mu);
-      chunk->aggregation = chunk->codec->NewAggregation(chunk->num_elements,
-                                                        options_.num_workers);
+      if (chunk->codec->UsesErrorFeedback()) {
+        chunk->residual.assign(chunk->num_elements, 0.0f);
+        ++feedback_chunks;
+      }
+      chunk->Open(config.seed, step_, options_.num_workers);
     }
     by_key[key] = chunk.get();
     chunks.push_back(std::move(chunk));
@@ -367,10 +441,11 @@ absl::Status Aggregator::Configure(const JoinRequest& request) {
   max_scalers_.assign(scaler_chunks_.size(), 0.0f);
   logger_->info(
       "run '{}' configured by worker {}: {} tensors, {} chunks of {} elements "
-      "on this shard ({} share scalers), codec {}, {} workers",
+      "on this shard ({} share scalers, {} keep a residual), codec {}, {} "
+      "workers",
       config_.run_id, first_worker_, tensors_.size(), chunks_.size(),
-      shard_elements, scaler_chunks_.size(), kernels::CodecName(config_.codec),
-      options_.num_workers);
+      shard_elements, scaler_chunks_.size(), feedback_chunks,
+      kernels::CodecName(config_.codec), options_.num_workers);
   return absl::OkStatus();
 }
 
@@ -414,6 +489,11 @@ absl::Status Aggregator::CompareWithFirst(const JoinRequest& request) const {
   if (!(mine.clip == config_.clip)) {
     return differs("clip", absl::StrCat(mine.clip), absl::StrCat(config_.clip),
                    kSameFlags);
+  }
+  if (absl::Status status =
+          CompareCodecParams(mine.codec_params, config_.codec_params, differs);
+      !status.ok()) {
+    return status;
   }
   if (mine.fp32_chunk_keys != config_.fp32_chunk_keys) {
     return differs(
@@ -825,8 +905,7 @@ void Aggregator::CompleteStep(Deferred* deferred) {
       return;
     }
     reply->chunks.push_back(ChunkPayload{chunk->key, *std::move(sum)});
-    chunk->aggregation =
-        chunk->codec->NewAggregation(chunk->num_elements, options_.num_workers);
+    chunk->Open(config_.seed, step_ + 1, options_.num_workers);
   }
   PushAnswer answer = std::move(reply);
   for (auto& waiter : push_waiters_) {

@@ -10,7 +10,10 @@
 //   PushPull(t): each worker pushes every chunk of the shard, encoded; the
 //     shard adds them (Aggregation::Add); once all N have pushed, every
 //     caller gets Aggregation::Finish() of each chunk and the shard moves on
-//     to step t + 1.
+//     to step t + 1. Codecs that are not Summable() decode, average and
+//     re-encode (kernels/float_aggregation.h); for those with
+//     UsesErrorFeedback() the shard keeps one residual per chunk across
+//     steps, which Finish() updates once per step.
 // Before step 0, Join is a barrier too: a worker's Join is answered once all
 // N workers have joined (later joins, e.g. of a restarted worker, at once),
 // so workers start step 0 together and a slow starter is covered by the
@@ -44,6 +47,8 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "kernels/codec.h"
+#include "kernels/codec_options.h"
+#include "kernels/codec_registry.h"
 #include "server/messages.h"
 
 namespace tern::server {
@@ -64,6 +69,12 @@ struct AggregatorOptions {
   // Where "now" comes from for the deadlines of pending calls; tests pass
   // a fake clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Builds the run's codec from the first join's options
+  // (RunCodecOptions); tests pass codecs of their own. fp32 chunks always
+  // use kernels' fp32 codec.
+  std::function<absl::StatusOr<std::unique_ptr<kernels::Codec>>(
+      const kernels::CodecOptions&)>
+      make_codec = kernels::MakeCodec;
 };
 
 template <typename T>

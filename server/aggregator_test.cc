@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/float_aggregation.h"
 
 namespace tern::server {
 namespace {
@@ -462,6 +463,28 @@ INSTANTIATE_TEST_SUITE_P(
                  "fp32 chunk keys [2]"},
         Mismatch{"Clip", [](JoinRequest* j) { j->config.clip = 2.5f; },
                  "clip 2.5"},
+        Mismatch{"Tau",
+                 [](JoinRequest* j) { j->config.codec_params.tau = 0.5f; },
+                 "codec parameter tau 0.5 of worker 2 differs from "},
+        Mismatch{"DropScope",
+                 [](JoinRequest* j) {
+                   j->config.codec_params.drop_scope =
+                       kernels::DropScope::kPerTensor;
+                 },
+                 "codec parameter drop_scope tensor of worker 2 differs from "
+                 "global of worker 0: every worker must run with the same "
+                 "flags"},
+        Mismatch{
+            "DropQuantize",
+            [](JoinRequest* j) { j->config.codec_params.drop_quantize = true; },
+            "codec parameter drop_quantize true of worker 2 differs "
+            "from false"},
+        Mismatch{"QsgdLevels",
+                 [](JoinRequest* j) { j->config.codec_params.qsgd_levels = 3; },
+                 "codec parameter qsgd_levels 3 of worker 2"},
+        Mismatch{"SampleSize",
+                 [](JoinRequest* j) { j->config.codec_params.sample_size = 9; },
+                 "codec parameter sample_size 9 of worker 2"},
         Mismatch{"SpecHash", [](JoinRequest* j) { j->param_spec_hash = 1; },
                  "param spec hash 0x0000000000000001 of worker 2 differs "
                  "from 0x0000000000005bec"},
@@ -972,6 +995,239 @@ TEST_F(AggregatorTest, DestroyingTheAggregatorAnswersPendingCalls) {
   aggregator.reset();
   ASSERT_TRUE(pending->done());
   EXPECT_EQ(pending->status().code(), absl::StatusCode::kUnavailable);
+}
+
+// --- error feedback on the shard ---
+
+// A codec with error feedback whose rounding the test can follow exactly:
+// a push or pull is the values rounded to integers, as raw floats. Its
+// scalers record the context the pull was encoded with: (seed, step,
+// chunk, group size, 1 if the stream is the shard's), so the test sees what
+// the shard passed in.
+class RoundingCodec final : public kernels::Codec {
+ public:
+  CodecId id() const override { return CodecId::kThreshold; }
+  std::string name() const override { return "rounding"; }
+  bool Summable() const override { return false; }
+  bool UsesErrorFeedback() const override { return true; }
+
+  absl::StatusOr<kernels::Payload> Encode(
+      absl::Span<const float> values,
+      const kernels::EncodeContext& context) const override {
+    kernels::Payload payload;
+    payload.codec = id();
+    payload.layout = Layout::kRaw;
+    payload.num_elements = values.size();
+    payload.scalers = {
+        static_cast<float>(context.stream.seed),
+        static_cast<float>(context.stream.step),
+        static_cast<float>(context.stream.chunk),
+        static_cast<float>(context.group_size),
+        context.stream.worker == kernels::kShardStreamWorker ? 1.0f : 0.0f};
+    payload.data.resize(values.size() * sizeof(float));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float rounded = std::round(values[i]);
+      std::memcpy(&payload.data[i * sizeof(float)], &rounded, sizeof(float));
+    }
+    return payload;
+  }
+
+  absl::Status Decode(const kernels::Payload& payload,
+                      absl::Span<float> out) const override {
+    if (payload.codec != id() || payload.layout != Layout::kRaw ||
+        payload.num_elements != out.size() ||
+        payload.data.size() != out.size() * sizeof(float) ||
+        payload.scalers.size() != 5) {
+      return absl::InvalidArgumentError("not a rounding payload");
+    }
+    if (!out.empty()) {
+      std::memcpy(out.data(), payload.data.data(), payload.data.size());
+    }
+    return absl::OkStatus();
+  }
+
+  using Codec::NewAggregation;
+  std::unique_ptr<kernels::Aggregation> NewAggregation(
+      uint64_t num_elements, uint32_t num_workers,
+      const kernels::AggregationContext& context) const override {
+    return kernels::NewReencodingAggregation(*this, num_elements, num_workers,
+                                             context);
+  }
+};
+
+// Worker `worker`'s values for chunk `key` at `step`: multiples of 1/4, so
+// the average of two workers and every residual are exact in float.
+std::vector<float> QuarterGradient(uint32_t worker, uint64_t step, uint32_t key,
+                                   uint64_t elements) {
+  std::vector<float> values(elements);
+  for (uint64_t j = 0; j < elements; ++j) {
+    const uint64_t k = (worker + 1) * 7 + step * 5 + key * 3 + j * 11;
+    values[j] = static_cast<float>(static_cast<int64_t>(k % 13) - 6) * 0.25f;
+  }
+  return values;
+}
+
+PushRequest RoundingPush(uint32_t worker, uint64_t step) {
+  const RoundingCodec codec;
+  PushRequest request{worker, step, {}};
+  for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+    // The worker's own error feedback is not what this test is about: it
+    // pushes its values exactly (whole quarters survive the raw floats).
+    kernels::Payload payload;
+    payload.codec = codec.id();
+    payload.layout = Layout::kRaw;
+    payload.num_elements = kChunkElements[key];
+    payload.scalers.assign(5, 0.0f);
+    const std::vector<float> values =
+        QuarterGradient(worker, step, key, kChunkElements[key]);
+    payload.data.assign(reinterpret_cast<const char*>(values.data()),
+                        values.size() * sizeof(float));
+    request.chunks.push_back(ChunkPayload{key, std::move(payload)});
+  }
+  return request;
+}
+
+TEST_F(AggregatorTest, TheShardKeepsAResidualPerChunkAcrossSteps) {
+  constexpr uint32_t kWorkers = 2;
+  AggregatorOptions options = Options(kWorkers);
+  std::vector<kernels::CodecOptions> made;
+  options.make_codec = [&made](const kernels::CodecOptions& codec_options)
+      -> absl::StatusOr<std::unique_ptr<kernels::Codec>> {
+    made.push_back(codec_options);
+    return std::unique_ptr<kernels::Codec>(std::make_unique<RoundingCodec>());
+  };
+  auto aggregator = Make(options);
+  RunConfig config = MakeConfig(kWorkers, CodecId::kThreshold);
+  config.push_layout = config.pull_layout = Layout::kRaw;
+  config.codec_params.tau = 0.5f;
+  JoinAll(*aggregator, config);
+  ASSERT_EQ(made.size(), 1u) << "one run codec for the shard";
+  EXPECT_EQ(made[0].id, CodecId::kThreshold);
+  EXPECT_EQ(made[0].tau, 0.5f) << "the codec gets the run's codec_params";
+  EXPECT_EQ(made[0].push_layout, Layout::kRaw);
+
+  // The model of the shard: residual r = 0; per step, target = average +
+  // r, pull = round(target), r = target - pull.
+  std::vector<std::vector<float>> residual;
+  for (const uint64_t elements : kChunkElements) {
+    residual.emplace_back(elements, 0.0f);
+  }
+  // Group sizes: chunks 0 and 1 are rows of "w" (3x5), chunk 2 is "b".
+  const std::vector<float> group_size = {5, 5, 0};
+  bool carried = false;  // some pull carried a residual of an earlier step
+  for (uint64_t step = 0; step < 5; ++step) {
+    auto p0 = Push(*aggregator, RoundingPush(0, step));
+    // A duplicate of worker 0 while the step is open: counted once.
+    auto dup = Push(*aggregator, RoundingPush(0, step));
+    EXPECT_FALSE(dup->done());
+    auto p1 = Push(*aggregator, RoundingPush(1, step));
+    ASSERT_TRUE(p1->done());
+    ASSERT_TRUE(p1->status().ok()) << p1->status();
+    ASSERT_TRUE(dup->done());
+    EXPECT_EQ(dup->value(), p1->value());
+    // Retries of the completed step, from both workers: the cached answer,
+    // which leaves the residual alone.
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      auto retry = Push(*aggregator, RoundingPush(w, step));
+      ASSERT_TRUE(retry->done());
+      ASSERT_TRUE(retry->status().ok()) << retry->status();
+      EXPECT_EQ(retry->value(), p1->value());
+    }
+
+    const PushReply& reply = *p1->value();
+    ASSERT_EQ(reply.chunks.size(), kChunkElements.size());
+    for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+      const kernels::Payload& pull = reply.chunks[key].payload;
+      EXPECT_EQ(pull.num_summands, kWorkers);
+      EXPECT_THAT(
+          pull.scalers,
+          ElementsAre(static_cast<float>(kSeed), static_cast<float>(step),
+                      static_cast<float>(key), group_size[key], 1.0f))
+          << "the pull's stream is (seed, step, chunk, kShardStreamWorker)";
+      const std::vector<float> a =
+          QuarterGradient(0, step, key, kChunkElements[key]);
+      const std::vector<float> b =
+          QuarterGradient(1, step, key, kChunkElements[key]);
+      std::vector<float> pulled(kChunkElements[key]);
+      ASSERT_TRUE(RoundingCodec().Decode(pull, absl::MakeSpan(pulled)).ok());
+      for (size_t j = 0; j < pulled.size(); ++j) {
+        const float target = (a[j] + b[j]) / 2 + residual[key][j];
+        const float expected = std::round(target);
+        EXPECT_EQ(pulled[j], expected)
+            << "step " << step << " chunk " << key << " element " << j;
+        if (expected != std::round((a[j] + b[j]) / 2)) carried = true;
+        residual[key][j] = target - expected;
+      }
+    }
+  }
+  EXPECT_TRUE(carried) << "the test data never exercised the residual";
+}
+
+TEST_F(AggregatorTest, Fp32ChunksOfAnErrorFeedbackRunKeepNoResidual) {
+  constexpr uint32_t kWorkers = 2;
+  AggregatorOptions options = Options(kWorkers);
+  options.make_codec = [](const kernels::CodecOptions&)
+      -> absl::StatusOr<std::unique_ptr<kernels::Codec>> {
+    return std::unique_ptr<kernels::Codec>(std::make_unique<RoundingCodec>());
+  };
+  auto aggregator = Make(options);
+  RunConfig config = MakeConfig(kWorkers, CodecId::kThreshold);
+  config.push_layout = config.pull_layout = Layout::kRaw;
+  config.fp32_chunk_keys = {2};
+  JoinAll(*aggregator, config);
+  const std::unique_ptr<kernels::Codec> fp32 = Codec(CodecId::kFp32);
+  for (uint64_t step = 0; step < 3; ++step) {
+    std::vector<PushRequest> pushes;
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      pushes.push_back(RoundingPush(w, step));
+      kernels::EncodeContext context;
+      absl::StatusOr<kernels::Payload> raw =
+          fp32->Encode(QuarterGradient(w, step, 2, kChunkElements[2]), context);
+      ASSERT_TRUE(raw.ok());
+      pushes.back().chunks[2].payload = *std::move(raw);
+    }
+    Push(*aggregator, pushes[0]);
+    auto last = Push(*aggregator, pushes[1]);
+    ASSERT_TRUE(last->done());
+    ASSERT_TRUE(last->status().ok()) << last->status();
+    const kernels::Payload& pull = last->value()->chunks[2].payload;
+    EXPECT_EQ(pull.codec, CodecId::kFp32);
+    const std::vector<float> average = Decoded(*fp32, pull);
+    const std::vector<float> a = QuarterGradient(0, step, 2, kChunkElements[2]);
+    const std::vector<float> b = QuarterGradient(1, step, 2, kChunkElements[2]);
+    for (size_t j = 0; j < average.size(); ++j) {
+      EXPECT_EQ(average[j], (a[j] + b[j]) / 2) << "the plain average";
+    }
+  }
+}
+
+TEST_F(AggregatorTest, ALayoutTheCodecDoesNotWriteIsRefusedAtJoin) {
+  auto aggregator = Make(Options(1));
+  RunConfig config = MakeConfig(1, CodecId::kOneBit);  // layouts RAW
+  auto call = Join(*aggregator, MakeJoin(0, config));
+  ASSERT_TRUE(call->done());
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(call->status().message(), HasSubstr("run config: "));
+  EXPECT_THAT(call->status().message(), HasSubstr("RAW"));
+  config.push_layout = config.pull_layout = Layout::kSignBits;
+  call = Join(*aggregator, MakeJoin(0, config));
+  ASSERT_TRUE(call->done());
+  EXPECT_TRUE(call->status().ok()) << call->status();
+}
+
+TEST_F(AggregatorTest, ACodecTheKernelsHaveNotBuiltIsARunConfigError) {
+  AggregatorOptions options = Options(1);
+  options.make_codec = [](const kernels::CodecOptions& codec_options)
+      -> absl::StatusOr<std::unique_ptr<kernels::Codec>> {
+    return absl::UnimplementedError(absl::StrCat(
+        "codec ", kernels::CodecName(codec_options.id), " is not built yet"));
+  };
+  auto aggregator = Make(options);
+  auto call = Join(*aggregator, MakeJoin(0, MakeConfig(1, CodecId::kQsgd)));
+  ASSERT_TRUE(call->done());
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(call->status().message(),
+              HasSubstr("run config: codec qsgd is not built yet"));
 }
 
 // --- threads ---

@@ -10,9 +10,26 @@
 #include <string>
 #include <vector>
 
+#include "kernels/codec_options.h"
 #include "kernels/payload.h"
 
 namespace tern::server {
+
+// RunConfig.codec_params: the compressors' own options (kernels/
+// codec_options.h documents each), with its defaults. wire.h turns a zero or
+// absent field into the default, so a worker that sends none (an older one)
+// still joins a run that uses the defaults.
+struct CodecParams {
+  uint32_t sample_size = kernels::CodecOptions{}.sample_size;
+  bool sampled_means = kernels::CodecOptions{}.sampled_means;
+  float tau = kernels::CodecOptions{}.tau;
+  float proportion = kernels::CodecOptions{}.proportion;
+  float drop_ratio = kernels::CodecOptions{}.drop_ratio;
+  kernels::DropScope drop_scope = kernels::CodecOptions{}.drop_scope;
+  bool drop_quantize = kernels::CodecOptions{}.drop_quantize;
+  uint32_t qsgd_levels = kernels::CodecOptions{}.qsgd_levels;
+  uint32_t qsgd_bucket = kernels::CodecOptions{}.qsgd_bucket;
+};
 
 // What every worker and shard must agree on before step 0.
 struct RunConfig {
@@ -28,7 +45,31 @@ struct RunConfig {
   float clip = 0;
   // Chunks that travel in fp32 whatever `codec` is.
   std::vector<uint32_t> fp32_chunk_keys;
+  CodecParams codec_params;
 };
+
+// The options the run's codec is made with, the same as the workers':
+// `codec`, `clip`, the layouts and `codec_params`. The compressors write one
+// layout each (chosen by their parameters) and refuse any other they are
+// named, so a join whose layouts do not fit its codec fails at once.
+inline kernels::CodecOptions RunCodecOptions(const RunConfig& config) {
+  kernels::CodecOptions options;
+  options.id = config.codec;
+  options.clip = config.clip;
+  options.push_layout = config.push_layout;
+  options.pull_layout = config.pull_layout;
+  const CodecParams& params = config.codec_params;
+  options.sample_size = params.sample_size;
+  options.sampled_means = params.sampled_means;
+  options.tau = params.tau;
+  options.proportion = params.proportion;
+  options.drop_ratio = params.drop_ratio;
+  options.drop_scope = params.drop_scope;
+  options.drop_quantize = params.drop_quantize;
+  options.qsgd_levels = params.qsgd_levels;
+  options.qsgd_bucket = params.qsgd_bucket;
+  return options;
+}
 
 // One trainable tensor; only float32 tensors exist (wire.h refuses others).
 struct TensorSpec {

@@ -1,6 +1,8 @@
 #include "server/wire.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,7 +14,7 @@ namespace {
 // The highest enum numbers the kernels know (kernels/payload.h).
 constexpr uint32_t kMaxCodec = static_cast<uint32_t>(kernels::CodecId::kInt8);
 constexpr uint32_t kMaxLayout =
-    static_cast<uint32_t>(kernels::Layout::kSumRadix);
+    static_cast<uint32_t>(kernels::Layout::kQsgdLevels);
 
 absl::StatusOr<kernels::CodecId> CodecFromWire(int value) {
   if (value < 0 || static_cast<uint32_t>(value) > kMaxCodec) {
@@ -33,6 +35,22 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
                       absl::StrCat(prefix, ": ", status.message()));
 }
 
+// A float field of CodecParams: 0 (absent) is `fallback`; anything else
+// must be finite and in (low, high), or above low when `high` is NaN.
+absl::StatusOr<float> FloatParam(float value, float fallback,
+                                 absl::string_view field, float low,
+                                 float high) {
+  if (value == 0) return fallback;
+  const bool bounded = !std::isnan(high);
+  if (!std::isfinite(value) || !(value > low) || (bounded && !(value < high))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("codec_params.", field, " ", value, " is not ",
+                     bounded ? absl::StrCat("in (", low, ", ", high, ")")
+                             : absl::StrCat("a finite number > ", low)));
+  }
+  return value;
+}
+
 absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   RunConfig config;
   config.run_id = wire.run_id();
@@ -46,10 +64,63 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   config.clip = wire.clip();
   config.fp32_chunk_keys.assign(wire.fp32_chunk_keys().begin(),
                                 wire.fp32_chunk_keys().end());
+  TERN_ASSIGN_OR_RETURN(config.codec_params,
+                        CodecParamsFromWire(wire.codec_params()));
   return config;
 }
 
 }  // namespace
+
+absl::StatusOr<CodecParams> CodecParamsFromWire(
+    const tern::v1::CodecParams& wire) {
+  const CodecParams defaults;
+  const float kNoBound = std::numeric_limits<float>::quiet_NaN();
+  CodecParams params;
+  params.sample_size =
+      wire.sample_size() == 0 ? defaults.sample_size : wire.sample_size();
+  params.sampled_means = wire.sampled_means();
+  TERN_ASSIGN_OR_RETURN(
+      params.tau, FloatParam(wire.tau(), defaults.tau, "tau", 0, kNoBound));
+  TERN_ASSIGN_OR_RETURN(
+      params.proportion,
+      FloatParam(wire.proportion(), defaults.proportion, "proportion", 0, 1));
+  TERN_ASSIGN_OR_RETURN(
+      params.drop_ratio,
+      FloatParam(wire.drop_ratio(), defaults.drop_ratio, "drop_ratio", 0, 1));
+  switch (wire.drop_scope()) {
+    case static_cast<uint32_t>(kernels::DropScope::kGlobal):
+    case static_cast<uint32_t>(kernels::DropScope::kPerTensor):
+      params.drop_scope = static_cast<kernels::DropScope>(wire.drop_scope());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("codec_params.drop_scope ", wire.drop_scope(),
+                       " is not 0 (global) or 1 (per tensor)"));
+  }
+  params.drop_quantize = wire.drop_quantize();
+  if (wire.qsgd_levels() > kMaxQsgdLevels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("codec_params.qsgd_levels ", wire.qsgd_levels(),
+                     " is not in [1, ", kMaxQsgdLevels, "]"));
+  }
+  params.qsgd_levels =
+      wire.qsgd_levels() == 0 ? defaults.qsgd_levels : wire.qsgd_levels();
+  params.qsgd_bucket =
+      wire.qsgd_bucket() == 0 ? defaults.qsgd_bucket : wire.qsgd_bucket();
+  return params;
+}
+
+void CodecParamsToWire(const CodecParams& params, tern::v1::CodecParams* out) {
+  out->set_sample_size(params.sample_size);
+  out->set_sampled_means(params.sampled_means);
+  out->set_tau(params.tau);
+  out->set_proportion(params.proportion);
+  out->set_drop_ratio(params.drop_ratio);
+  out->set_drop_scope(static_cast<uint32_t>(params.drop_scope));
+  out->set_drop_quantize(params.drop_quantize);
+  out->set_qsgd_levels(params.qsgd_levels);
+  out->set_qsgd_bucket(params.qsgd_bucket);
+}
 
 absl::StatusOr<kernels::Payload> PayloadFromWire(
     const tern::v1::Payload& wire) {

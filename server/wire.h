@@ -14,6 +14,21 @@
 
 namespace tern::server {
 
+// The most QSGD levels a run may use: a level then fits the 8-bit fields of
+// LAYOUT_QSGD_LEVELS (ceil(log2(2s+1)) bits, s <= 127).
+inline constexpr uint32_t kMaxQsgdLevels = 127;
+
+// RunConfig.codec_params. A zero (absent) field means the default of
+// kernels/codec_options.h, so an older worker that sends none still joins;
+// a value out of its range is INVALID_ARGUMENT naming the field and the
+// value: tau finite and > 0; proportion and drop_ratio in (0, 1);
+// drop_scope 0 (global) or 1 (per tensor); qsgd_levels in [1, 127];
+// sample_size and qsgd_bucket >= 1.
+absl::StatusOr<CodecParams> CodecParamsFromWire(
+    const tern::v1::CodecParams& wire);
+// Writes every field, defaults included.
+void CodecParamsToWire(const CodecParams& params, tern::v1::CodecParams* out);
+
 // The payload's bytes are copied: the request stays intact.
 absl::StatusOr<kernels::Payload> PayloadFromWire(const tern::v1::Payload& wire);
 void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out);

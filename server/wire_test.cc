@@ -1,7 +1,11 @@
 #include "server/wire.h"
 
+#include <functional>
+#include <limits>
+#include <ostream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -52,9 +56,20 @@ TEST(WireTest, UnknownEnumNumbersAreRefusedNamingTheChunk) {
             "step 9: chunk 4 of worker 2: unknown codec 42");
 
   chunk->mutable_payload()->set_codec(tern::v1::CODEC_FP32);
-  chunk->mutable_payload()->set_layout(static_cast<tern::v1::Layout>(6));
+  chunk->mutable_payload()->set_layout(static_cast<tern::v1::Layout>(10));
   request = PushFromWire(push);
-  EXPECT_THAT(request.status().message(), HasSubstr("unknown layout 6"));
+  EXPECT_THAT(request.status().message(), HasSubstr("unknown layout 10"));
+
+  // The compressors' layouts (SIGN_BITS .. QSGD_LEVELS) are known.
+  for (const tern::v1::Layout layout :
+       {tern::v1::LAYOUT_SIGN_BITS, tern::v1::LAYOUT_INDEX_SIGN,
+        tern::v1::LAYOUT_INDEX_VALUE, tern::v1::LAYOUT_QSGD_LEVELS}) {
+    chunk->mutable_payload()->set_layout(layout);
+    request = PushFromWire(push);
+    ASSERT_TRUE(request.ok()) << request.status();
+    EXPECT_EQ(static_cast<int>(request->chunks[0].payload.layout),
+              static_cast<int>(layout));
+  }
 
   chunk->mutable_payload()->set_layout(tern::v1::LAYOUT_RAW);
   request = PushFromWire(push);
@@ -118,6 +133,182 @@ TEST(WireTest, JoinCarriesConfigAndSpec) {
   config->set_pull_layout(static_cast<tern::v1::Layout>(-1));
   join = JoinFromWire(wire);
   EXPECT_EQ(join.status().message(), "run config: unknown layout -1");
+}
+
+// --- RunConfig.codec_params ---
+
+TEST(CodecParamsWireTest, EveryFieldRoundTrips) {
+  CodecParams params;
+  params.sample_size = 77;
+  params.sampled_means = true;
+  params.tau = 0.25f;
+  params.proportion = 0.125f;
+  params.drop_ratio = 0.75f;
+  params.drop_scope = kernels::DropScope::kPerTensor;
+  params.drop_quantize = true;
+  params.qsgd_levels = 127;
+  params.qsgd_bucket = 3;
+  tern::v1::CodecParams wire;
+  CodecParamsToWire(params, &wire);
+  EXPECT_EQ(wire.sample_size(), 77u);
+  EXPECT_EQ(wire.drop_scope(), 1u);
+  const absl::StatusOr<CodecParams> back = CodecParamsFromWire(wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->sample_size, 77u);
+  EXPECT_TRUE(back->sampled_means);
+  EXPECT_EQ(back->tau, 0.25f);
+  EXPECT_EQ(back->proportion, 0.125f);
+  EXPECT_EQ(back->drop_ratio, 0.75f);
+  EXPECT_EQ(back->drop_scope, kernels::DropScope::kPerTensor);
+  EXPECT_TRUE(back->drop_quantize);
+  EXPECT_EQ(back->qsgd_levels, 127u);
+  EXPECT_EQ(back->qsgd_bucket, 3u);
+
+  // The defaults survive the trip too.
+  CodecParamsToWire(CodecParams{}, &wire);
+  const absl::StatusOr<CodecParams> defaults = CodecParamsFromWire(wire);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->tau, kernels::CodecOptions{}.tau);
+  EXPECT_EQ(defaults->drop_scope, kernels::CodecOptions{}.drop_scope);
+}
+
+TEST(CodecParamsWireTest, AbsentFieldsAreTheKernelDefaults) {
+  // What an older worker sends: no codec_params at all.
+  const absl::StatusOr<CodecParams> params =
+      CodecParamsFromWire(tern::v1::CodecParams());
+  ASSERT_TRUE(params.ok()) << params.status();
+  const kernels::CodecOptions defaults;
+  EXPECT_EQ(params->sample_size, defaults.sample_size);
+  EXPECT_EQ(params->sampled_means, defaults.sampled_means);
+  EXPECT_EQ(params->tau, defaults.tau);
+  EXPECT_EQ(params->proportion, defaults.proportion);
+  EXPECT_EQ(params->drop_ratio, defaults.drop_ratio);
+  EXPECT_EQ(params->drop_scope, defaults.drop_scope);
+  EXPECT_EQ(params->drop_quantize, defaults.drop_quantize);
+  EXPECT_EQ(params->qsgd_levels, defaults.qsgd_levels);
+  EXPECT_EQ(params->qsgd_bucket, defaults.qsgd_bucket);
+  EXPECT_GT(params->sample_size, 0u);
+  EXPECT_GT(params->qsgd_bucket, 0u);
+}
+
+TEST(CodecParamsWireTest, TheEdgesOfEveryRangeAreAccepted) {
+  tern::v1::CodecParams wire;
+  wire.set_sample_size(1);
+  wire.set_tau(1e-30f);
+  wire.set_proportion(1e-6f);
+  wire.set_drop_ratio(0.999999f);
+  wire.set_drop_scope(1);
+  wire.set_qsgd_levels(1);
+  wire.set_qsgd_bucket(1);
+  const absl::StatusOr<CodecParams> params = CodecParamsFromWire(wire);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->sample_size, 1u);
+  EXPECT_EQ(params->tau, 1e-30f);
+  EXPECT_EQ(params->qsgd_levels, 1u);
+  EXPECT_EQ(params->qsgd_bucket, 1u);
+  wire.set_qsgd_levels(kMaxQsgdLevels);
+  wire.set_tau(1e30f);
+  EXPECT_TRUE(CodecParamsFromWire(wire).ok());
+}
+
+struct BadParam {
+  std::string name;
+  std::function<void(tern::v1::CodecParams*)> set;
+  std::string message;  // the whole message, after "run config: "
+};
+
+void PrintTo(const BadParam& bad, std::ostream* os) { *os << bad.name; }
+
+class BadCodecParamTest : public ::testing::TestWithParam<BadParam> {};
+
+TEST_P(BadCodecParamTest, IsRefusedNamingTheFieldAndValue) {
+  tern::v1::JoinRequest join;
+  join.mutable_config()->set_codec(tern::v1::CODEC_DROPPING);
+  GetParam().set(join.mutable_config()->mutable_codec_params());
+  const absl::StatusOr<JoinRequest> request = JoinFromWire(join);
+  EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(request.status().message(),
+            absl::StrCat("run config: ", GetParam().message));
+}
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranges, BadCodecParamTest,
+    ::testing::Values(
+        BadParam{"NegativeTau", [](auto* p) { p->set_tau(-0.5f); },
+                 "codec_params.tau -0.5 is not a finite number > 0"},
+        BadParam{"NaNTau", [](auto* p) { p->set_tau(kNaN); },
+                 "codec_params.tau nan is not a finite number > 0"},
+        BadParam{"InfTau", [](auto* p) { p->set_tau(kInf); },
+                 "codec_params.tau inf is not a finite number > 0"},
+        BadParam{"ProportionOne", [](auto* p) { p->set_proportion(1.0f); },
+                 "codec_params.proportion 1 is not in (0, 1)"},
+        BadParam{"NegativeProportion",
+                 [](auto* p) { p->set_proportion(-0.25f); },
+                 "codec_params.proportion -0.25 is not in (0, 1)"},
+        BadParam{"DropRatioOne", [](auto* p) { p->set_drop_ratio(1.0f); },
+                 "codec_params.drop_ratio 1 is not in (0, 1)"},
+        BadParam{"DropRatioAbove", [](auto* p) { p->set_drop_ratio(1.5f); },
+                 "codec_params.drop_ratio 1.5 is not in (0, 1)"},
+        BadParam{"NaNDropRatio", [](auto* p) { p->set_drop_ratio(kNaN); },
+                 "codec_params.drop_ratio nan is not in (0, 1)"},
+        BadParam{"DropScopeTwo", [](auto* p) { p->set_drop_scope(2); },
+                 "codec_params.drop_scope 2 is not 0 (global) or 1 (per "
+                 "tensor)"},
+        BadParam{"QsgdLevels128", [](auto* p) { p->set_qsgd_levels(128); },
+                 "codec_params.qsgd_levels 128 is not in [1, 127]"},
+        BadParam{"QsgdLevelsHuge",
+                 [](auto* p) { p->set_qsgd_levels(4000000000u); },
+                 "codec_params.qsgd_levels 4000000000 is not in [1, 127]"}),
+    [](const ::testing::TestParamInfo<BadParam>& info) {
+      return info.param.name;
+    });
+
+TEST(CodecParamsWireTest, JoinCarriesTheCodecParams) {
+  tern::v1::JoinRequest wire;
+  wire.mutable_config()->set_codec(tern::v1::CODEC_QSGD);
+  wire.mutable_config()->mutable_codec_params()->set_qsgd_levels(4);
+  wire.mutable_config()->mutable_codec_params()->set_drop_quantize(true);
+  const absl::StatusOr<JoinRequest> join = JoinFromWire(wire);
+  ASSERT_TRUE(join.ok()) << join.status();
+  EXPECT_EQ(join->config.codec, kernels::CodecId::kQsgd);
+  EXPECT_EQ(join->config.codec_params.qsgd_levels, 4u);
+  EXPECT_TRUE(join->config.codec_params.drop_quantize);
+  EXPECT_EQ(join->config.codec_params.qsgd_bucket,
+            kernels::CodecOptions{}.qsgd_bucket);
+}
+
+TEST(RunCodecOptionsTest, CarriesCodecLayoutsClipAndParams) {
+  RunConfig config;
+  config.codec = kernels::CodecId::kTernGrad;
+  config.clip = 2.0f;
+  config.push_layout = kernels::Layout::kTernaryBase3;
+  config.pull_layout = kernels::Layout::kSumRadix;
+  config.codec_params.sample_size = 33;
+  config.codec_params.sampled_means = true;
+  config.codec_params.tau = 0.5f;
+  config.codec_params.proportion = 0.25f;
+  config.codec_params.drop_ratio = 0.5f;
+  config.codec_params.drop_scope = kernels::DropScope::kPerTensor;
+  config.codec_params.drop_quantize = true;
+  config.codec_params.qsgd_levels = 5;
+  config.codec_params.qsgd_bucket = 9;
+  const kernels::CodecOptions options = RunCodecOptions(config);
+  EXPECT_EQ(options.id, kernels::CodecId::kTernGrad);
+  EXPECT_EQ(options.clip, 2.0f);
+  EXPECT_EQ(options.push_layout, kernels::Layout::kTernaryBase3);
+  EXPECT_EQ(options.pull_layout, kernels::Layout::kSumRadix);
+  EXPECT_EQ(options.sample_size, 33u);
+  EXPECT_TRUE(options.sampled_means);
+  EXPECT_EQ(options.tau, 0.5f);
+  EXPECT_EQ(options.proportion, 0.25f);
+  EXPECT_EQ(options.drop_ratio, 0.5f);
+  EXPECT_EQ(options.drop_scope, kernels::DropScope::kPerTensor);
+  EXPECT_TRUE(options.drop_quantize);
+  EXPECT_EQ(options.qsgd_levels, 5u);
+  EXPECT_EQ(options.qsgd_bucket, 9u);
 }
 
 TEST(WireTest, RepliesBecomeResponses) {

@@ -9,7 +9,9 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "kernels/codec_registry.h"
+#include "kernels/sparse_select.h"
 #include "kernels/terngrad.h"
+#include "worker/codec_config.h"
 #include "worker/fingerprint.h"
 #include "worker/wire_payload.h"
 #include "worker/worker_flags.h"
@@ -25,6 +27,9 @@ using tern::v1::ShareScalersRequest;
 constexpr absl::Duration kProgressEvery = absl::Seconds(10);
 // The test set is evaluated in batches of this many examples.
 constexpr int64_t kEvalBatch = 1000;
+// The `chunk` of the stream dropping's global threshold is drawn with
+// (kernels/sparse_select.h): no chunk has this key.
+constexpr uint32_t kGlobalThresholdChunk = 0xFFFFFFFFu;
 
 double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
@@ -76,34 +81,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
       data.train, options.worker_id, options.num_workers, options.batch_size));
   TERN_ASSIGN_OR_RETURN(ParamBuffer params, ParamBuffer::Create(*model));
 
-  // The run's codec and layouts (DESIGN section 5): TernGrad pushes
-  // ternaries (2 bits, or base 3 at 1.6 bits) and pulls sums of N ternaries
-  // (ceil(log2(2N+1)) bits, or radix 2N+1 in 64-bit words).
-  TERN_ASSIGN_OR_RETURN(const kernels::CodecId run_id,
-                        kernels::ParseCodecName(options.codec));
-  const bool terngrad = run_id == kernels::CodecId::kTernGrad;
-  kernels::CodecOptions run_options;
-  run_options.id = run_id;
-  run_options.clip = static_cast<float>(options.clip);
-  run_options.push_layout = kernels::Layout::kRaw;
-  run_options.pull_layout = kernels::Layout::kRaw;
-  if (terngrad) {
-    run_options.push_layout = options.packing == "base3"
-                                  ? kernels::Layout::kTernaryBase3
-                                  : kernels::Layout::kTernary2Bit;
-    run_options.pull_layout = options.sum_packing == "radix"
-                                  ? kernels::Layout::kSumRadix
-                                  : kernels::Layout::kSumBits;
-  }
-  TERN_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Codec> run_codec,
-                        kernels::MakeCodec(run_options));
+  // The run's codec (DESIGN sections 5 and 6): the flags' CodecOptions,
+  // the same the shards build from the join.
+  Codecs codecs;
+  TERN_ASSIGN_OR_RETURN(codecs.options, MakeRunCodecOptions(options));
+  const bool terngrad = codecs.options.id == kernels::CodecId::kTernGrad;
+  TERN_ASSIGN_OR_RETURN(codecs.run, kernels::MakeCodec(codecs.options));
   kernels::CodecOptions fp32_options;
   fp32_options.id = kernels::CodecId::kFp32;
-  fp32_options.clip = run_options.clip;
   fp32_options.push_layout = kernels::Layout::kRaw;
   fp32_options.pull_layout = kernels::Layout::kRaw;
-  TERN_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Codec> fp32_codec,
-                        kernels::MakeCodec(fp32_options));
+  TERN_ASSIGN_OR_RETURN(codecs.fp32, kernels::MakeCodec(fp32_options));
 
   TERN_ASSIGN_OR_RETURN(
       ChunkPlan plan,
@@ -114,6 +102,25 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                     /*share_scalers=*/terngrad));
   TERN_ASSIGN_OR_RETURN(const int max_message_bytes,
                         MessageBytesBound(plan.partition));
+
+  // Column-wise codecs (onebit, adaptive) group each chunk by rows of its
+  // tensor, as the shards do (kernels::ColumnGroupSize).
+  for (const Chunk& chunk : plan.partition.chunks()) {
+    const auto& shape = params.spec().tensors(chunk.tensor).shape();
+    codecs.group_sizes.push_back(kernels::ColumnGroupSize(
+        absl::MakeConstSpan(shape.data(), shape.size())));
+  }
+  // Error feedback wraps the run codec; fp32 chunks lose nothing and keep
+  // no residual.
+  if (codecs.run->UsesErrorFeedback()) {
+    codecs.feedback =
+        std::make_unique<kernels::ErrorFeedback>(std::move(codecs.run));
+    for (const Chunk& chunk : plan.partition.chunks()) {
+      if (plan.fp32_chunk[chunk.key]) continue;
+      TERN_RETURN_IF_ERROR(
+          codecs.feedback->Register(chunk.key, chunk.num_elements));
+    }
+  }
 
   TERN_ASSIGN_OR_RETURN(const LrScheduleKind kind,
                         ParseLrScheduleKind(options.lr_schedule));
@@ -142,17 +149,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                                  .weight_decay(options.weight_decay));
   }
 
-  return std::unique_ptr<Trainer>(new Trainer(
-      options, std::move(model), std::move(data), std::move(logger),
-      std::move(params), std::move(plan), schedule, std::move(run_codec),
-      std::move(fp32_codec), std::move(optimizer), max_message_bytes));
+  return std::unique_ptr<Trainer>(
+      new Trainer(options, std::move(model), std::move(data), std::move(logger),
+                  std::move(params), std::move(plan), schedule,
+                  std::move(codecs), std::move(optimizer), max_message_bytes));
 }
 
 Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
                  TrainTest data, Logger logger, ParamBuffer params,
-                 ChunkPlan plan, LrSchedule schedule,
-                 std::unique_ptr<kernels::Codec> run_codec,
-                 std::unique_ptr<kernels::Codec> fp32_codec,
+                 ChunkPlan plan, LrSchedule schedule, Codecs codecs,
                  std::unique_ptr<torch::optim::Optimizer> optimizer,
                  int max_message_bytes)
     : options_(options),
@@ -162,16 +167,19 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
       params_(std::move(params)),
       plan_(std::move(plan)),
       schedule_(schedule),
-      run_codec_(std::move(run_codec)),
-      fp32_codec_(std::move(fp32_codec)),
+      codecs_(std::move(codecs)),
       optimizer_(std::move(optimizer)),
       batches_(data_.train, options.worker_id, options.num_workers,
                options.batch_size, options.seed),
       max_message_bytes_(max_message_bytes),
-      share_scalers_(run_codec_->id() == kernels::CodecId::kTernGrad) {}
+      share_scalers_(codecs_.options.id == kernels::CodecId::kTernGrad) {}
+
+const kernels::Codec& Trainer::RunCodec() const {
+  return codecs_.feedback != nullptr ? codecs_.feedback->codec() : *codecs_.run;
+}
 
 const kernels::Codec& Trainer::CodecOf(uint32_t chunk_key) const {
-  return plan_.fp32_chunk[chunk_key] ? *fp32_codec_ : *run_codec_;
+  return plan_.fp32_chunk[chunk_key] ? *codecs_.fp32 : RunCodec();
 }
 
 JoinRequest Trainer::MakeJoinRequest() const {
@@ -183,19 +191,8 @@ JoinRequest Trainer::MakeJoinRequest() const {
   config->set_num_shards(plan_.partition.num_shards());
   config->set_partition_bytes(options_.partition_bytes);
   config->set_seed(options_.seed);
-  config->set_codec(static_cast<tern::v1::Codec>(run_codec_->id()));
-  // The layouts the run codec was made with: TernGrad's from --packing and
-  // --sum_packing, raw for fp32 and fp16.
-  const bool terngrad = share_scalers_;
-  config->set_push_layout(!terngrad ? tern::v1::LAYOUT_RAW
-                          : options_.packing == "base3"
-                              ? tern::v1::LAYOUT_TERNARY_BASE3
-                              : tern::v1::LAYOUT_TERNARY_2BIT);
-  config->set_pull_layout(!terngrad ? tern::v1::LAYOUT_RAW
-                          : options_.sum_packing == "radix"
-                              ? tern::v1::LAYOUT_SUM_RADIX
-                              : tern::v1::LAYOUT_SUM_BITS);
-  config->set_clip(static_cast<float>(options_.clip));
+  // Codec, clip, codec_params and the layouts the codec really writes.
+  CodecToRunConfig(codecs_.options, config);
   for (const uint32_t key : plan_.fp32_chunk_keys) {
     config->add_fp32_chunk_keys(key);
   }
@@ -237,11 +234,13 @@ absl::Status Trainer::Join(PsClient& client) {
   }
   logger_->info(
       "joined {} shard(s) as worker {}/{}: {} parameters in {} tensors, {} "
-      "chunks ({} in fp32), codec {}, checksum {}",
+      "chunks ({} in fp32), codec {}{}, checksum {}",
       responses.size(), options_.worker_id, options_.num_workers,
       params_.total_elements(), params_.names().size(),
       plan_.partition.chunks().size(), plan_.fp32_chunk_keys.size(),
-      run_codec_->name(), FormatChecksum(request.param_checksum()));
+      RunCodec().name(),
+      codecs_.feedback != nullptr ? " with error feedback" : "",
+      FormatChecksum(request.param_checksum()));
   return absl::OkStatus();
 }
 
@@ -268,6 +267,37 @@ absl::Status Trainer::ComputeScalers(uint64_t step,
     (*scalers)[chunk.key] = kernels::LocalScaler(stats, clip);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<float> Trainer::Compensate(uint64_t step) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  std::vector<absl::Span<const float>> compensated;
+  for (const Chunk& chunk : chunks) {
+    if (plan_.fp32_chunk[chunk.key]) continue;
+    const absl::Span<float> values = params_.ChunkGradients(chunk);
+    if (absl::Status status = codecs_.feedback->Compensate(chunk.key, values);
+        !status.ok()) {
+      return AtStep(
+          step,
+          absl::Status(status.code(),
+                       absl::StrCat("compensating chunk ", chunk.key, " of '",
+                                    params_.names()[chunk.tensor],
+                                    "': ", status.message())));
+    }
+    compensated.push_back(values);
+  }
+  const kernels::CodecOptions& options = codecs_.options;
+  if (options.id != kernels::CodecId::kDropping ||
+      options.drop_scope != kernels::DropScope::kGlobal) {
+    return 0.0f;
+  }
+  // Aji & Heafield select one threshold over the whole gradient: the worker
+  // draws it from all compensated chunks at once, keyed by the chunk number
+  // no chunk has.
+  const RandomStream stream{options_.seed, static_cast<uint32_t>(step),
+                            kGlobalThresholdChunk, options_.worker_id};
+  return kernels::SampledMagnitudeThreshold(compensated, options.drop_ratio,
+                                            options.sample_size, stream);
 }
 
 absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
@@ -347,8 +377,14 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
     rec->network_s += SecondsSince(phase);
   }
 
-  // 4. Encode every chunk and push it to its shard.
+  // 4. Encode every chunk and push it to its shard; with error feedback,
+  // every compressed chunk is compensated first (and dropping's global
+  // threshold selected over all of them).
   phase = absl::Now();
+  float threshold = 0.0f;
+  if (codecs_.feedback != nullptr) {
+    TERN_ASSIGN_OR_RETURN(threshold, Compensate(step));
+  }
   std::vector<ShardRequest<PushPullRequest>> pushes(num_shards);
   for (uint32_t shard = 0; shard < num_shards; ++shard) {
     pushes[shard].shard = shard;
@@ -361,9 +397,15 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
       // DESIGN section 2. The step wraps at 2^32 in the counter.
       context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
                                     key, options_.worker_id};
-      context.scaler = plan_.fp32_chunk[key] ? 0.0f : scalers[key];
+      const bool fp32 = plan_.fp32_chunk[key];
+      context.scaler = fp32 ? 0.0f : scalers[key];
+      context.threshold = fp32 ? 0.0f : threshold;
+      context.group_size = codecs_.group_sizes[key];
       absl::StatusOr<kernels::Payload> payload =
-          CodecOf(key).Encode(params_.ChunkGradients(chunk), context);
+          !fp32 && codecs_.feedback != nullptr
+              ? codecs_.feedback->EncodeCompensated(
+                    key, params_.ChunkGradients(chunk), context)
+              : CodecOf(key).Encode(params_.ChunkGradients(chunk), context);
       if (!payload.ok()) {
         return AtStep(
             step,

@@ -1,5 +1,7 @@
 // The training loop of `tern worker` in TernGrad mode (DESIGN section 3),
-// with fp32 and fp16 as baselines over the same protocol. Per step t:
+// with every other codec of section 6 over the same protocol: fp32 and
+// fp16, and the compressors onebit, threshold, adaptive, dropping (with
+// error feedback) and qsgd. Per step t:
 //
 //   1. forward and backward on this worker's batch (cross-entropy);
 //   2. the gradients, laid out flat, are cut into the plan's chunks; each
@@ -10,16 +12,25 @@
 //   3. TernGrad chunks: local scaler s_ik = LocalScaler(stats, clip), shared
 //      through ShareScalers with the chunk's shard, which answers
 //      s_k = max_i s_ik;
-//   4. every chunk is encoded (TernGrad with s_k and the counter-based
-//      stream (seed, t, chunk key, worker id); fp32 chunks raw) and pushed
-//      to its shard; all shards in parallel;
-//   5. the pulled aggregate of each chunk is decoded (the average over the
+//   4. codecs with error feedback (kernels/error_feedback.h): every
+//      compressed chunk's gradient is compensated in place with its
+//      residual; for dropping with --drop_scope=global one threshold is
+//      selected over all of them (stream (seed, t, 0xFFFFFFFF, worker id));
+//   5. every chunk is encoded (TernGrad with s_k; every codec with the
+//      counter-based stream (seed, t, chunk key, worker id) and the group
+//      size of its tensor's rows; fp32 chunks raw, never compensated) and
+//      pushed to its shard; all shards in parallel;
+//   6. the pulled aggregate of each chunk is decoded (the average over the
 //      workers) into the gradient buffer and copied into param.grad();
-//   6. the optimizer steps with the rate of the schedule.
+//   7. the optimizer steps with the rate of the schedule.
 //
 // All workers apply the same bytes with the same code, so replicas stay
 // bit-identical; the parameter checksum proves it at join and every
 // check_every steps.
+//
+// Error-feedback residuals live in memory only: workers have no checkpoints
+// yet, so a worker cannot resume a run (Join refuses a shard past step 0)
+// and nothing of a residual outlives its process.
 //
 // Ownership and threads: a Trainer owns its model, data, optimizer and
 // buffers and borrows the PsClient and MetricsWriter given to Run. Run is
@@ -35,12 +46,14 @@
 
 #include "absl/status/statusor.h"
 #include "common/logging.h"
+#include "common/lr_schedule.h"
 #include "kernels/codec.h"
+#include "kernels/codec_options.h"
+#include "kernels/error_feedback.h"
 #include "tern/v1/parameter_server.pb.h"
 #include "torch/torch.h"
 #include "worker/chunk_plan.h"
 #include "worker/datasets.h"
-#include "common/lr_schedule.h"
 #include "worker/models.h"
 #include "worker/param_buffer.h"
 #include "worker/ps_client.h"
@@ -92,11 +105,21 @@ class Trainer {
   struct StepTimes {
     double compute_s = 0, encode_s = 0, network_s = 0, decode_s = 0;
   };
+  // The run's codec and what goes with it.
+  struct Codecs {
+    kernels::CodecOptions options;
+    // The run codec; null when `feedback` owns it (UsesErrorFeedback()).
+    std::unique_ptr<kernels::Codec> run;
+    std::unique_ptr<kernels::ErrorFeedback> feedback;
+    std::unique_ptr<kernels::Codec> fp32;
+    // By chunk key: EncodeContext::group_size, the row length of the
+    // chunk's tensor (kernels::ColumnGroupSize).
+    std::vector<uint64_t> group_sizes;
+  };
 
   Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
           TrainTest data, Logger logger, ParamBuffer params, ChunkPlan plan,
-          LrSchedule schedule, std::unique_ptr<kernels::Codec> run_codec,
-          std::unique_ptr<kernels::Codec> fp32_codec,
+          LrSchedule schedule, Codecs codecs,
           std::unique_ptr<torch::optim::Optimizer> optimizer,
           int max_message_bytes);
 
@@ -106,6 +129,11 @@ class Trainer {
   // Stats and local scalers of every chunk; FAILED_PRECONDITION on a
   // non-finite gradient.
   absl::Status ComputeScalers(uint64_t step, std::vector<float>* scalers) const;
+  // Error feedback: adds each compressed chunk's residual to its gradient
+  // in place; returns dropping's global threshold (0: each chunk selects
+  // its own).
+  absl::StatusOr<float> Compensate(uint64_t step);
+  const kernels::Codec& RunCodec() const;
   const kernels::Codec& CodecOf(uint32_t chunk_key) const;
 
   const WorkerOptions options_;
@@ -115,8 +143,7 @@ class Trainer {
   ParamBuffer params_;
   ChunkPlan plan_;
   LrSchedule schedule_;
-  std::unique_ptr<kernels::Codec> run_codec_;
-  std::unique_ptr<kernels::Codec> fp32_codec_;
+  Codecs codecs_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   ShardedBatches batches_;
   const int max_message_bytes_;

@@ -55,6 +55,16 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
     absl::MutexLock lock(&mu_);
     return scaler_calls_;
   }
+  // Worker 0's push of step 0: chunk key -> (codec, elements, data bytes).
+  struct Pushed {
+    tern::v1::Codec codec;
+    uint64_t num_elements;
+    size_t data_bytes;
+  };
+  std::map<uint32_t, Pushed> first_push() const {
+    absl::MutexLock lock(&mu_);
+    return first_push_;
+  }
 
   grpc::Status Join(grpc::ServerContext*, const tern::v1::JoinRequest* req,
                     tern::v1::JoinResponse* resp) override {
@@ -123,6 +133,11 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
     ++pushes_;
     PushRound& round = push_rounds_[req->step()];
     for (const auto& chunk : req->chunks()) {
+      if (req->step() == 0 && req->worker_id() == 0) {
+        first_push_[chunk.chunk_key()] =
+            Pushed{chunk.payload().codec(), chunk.payload().num_elements(),
+                   chunk.payload().data().size()};
+      }
       auto payload = FromWire(chunk.payload());
       if (!payload.ok()) return Error(payload.status());
       auto& aggregation = round.aggregations[chunk.chunk_key()];
@@ -201,6 +216,7 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
   std::map<uint64_t, uint64_t> checks_ ABSL_GUARDED_BY(mu_);
   int pushes_ ABSL_GUARDED_BY(mu_) = 0;
   int scaler_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, Pushed> first_push_ ABSL_GUARDED_BY(mu_);
 };
 
 // The real shard: server/'s aggregator behind its gRPC service, with the
@@ -632,6 +648,133 @@ TEST(TrainerWithRealShardsTest, TwoWorkersTwoShardsStayIdentical) {
     EXPECT_EQ(ChecksumField(results[0].lines[step]),
               ChecksumField(results[1].lines[step]));
   }
+}
+
+// The compressors against the real shards, which re-encode every pull with
+// the run's codec_params and keep residuals, and refuse any chunk pushed
+// with another codec or layout than the run's (an fp32 chunk must travel
+// raw, unwrapped by error feedback).
+struct CompressorRun {
+  const char* name;
+  const char* codec;
+  std::vector<std::string> fp32_tensors;
+  double max_push_fraction;  // of fp32's bytes
+};
+
+class TrainerCompressorTest : public ::testing::TestWithParam<CompressorRun> {};
+
+TEST_P(TrainerCompressorTest, ReplicasStayIdenticalOnRealShards) {
+  const CompressorRun& run = GetParam();
+  WorkerOptions options = SmallRun();
+  options.codec = run.codec;
+  options.fp32_tensors = run.fp32_tensors;
+  options.steps = 4;
+  Cluster cluster(options, 2, ShardKind::kReal);
+  const std::vector<WorkerResult> results = cluster.Train();
+  for (const WorkerResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.lines.size(), options.steps);
+  }
+  EXPECT_EQ(results[0].checksum, results[1].checksum);
+  for (size_t step : {1, 3}) {
+    EXPECT_EQ(ChecksumField(results[0].lines[step]),
+              ChecksumField(results[1].lines[step]));
+  }
+  for (const std::string& line : results[0].lines) {
+    EXPECT_TRUE(std::isfinite(Field(line, "loss"))) << line;
+    EXPECT_LT(Field(line, "push_bytes"),
+              run.max_push_fraction * Field(line, "fp32_bytes"))
+        << line;
+    EXPECT_GT(Field(line, "pull_bytes"), 0) << line;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, TrainerCompressorTest,
+    ::testing::Values(
+        // 1 bit an element plus two values per row: ~1/31 of fp32; the last
+        // layer (10x1024) in fp32 adds 1/320.
+        CompressorRun{"onebit_last_fp32", "onebit", {"last"}, 1.0 / 25},
+        // 1 % of the values at 8 bytes each: ~1/50 of fp32.
+        CompressorRun{"dropping", "dropping", {}, 1.0 / 25},
+        // 6 bits (33 levels) an element: ~1/5.3 of fp32.
+        CompressorRun{"qsgd", "qsgd", {}, 1.0 / 5}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Dropping's threshold over the whole gradient (Aji & Heafield 2017): one
+// threshold for every chunk, so chunks with large gradients keep far more
+// than 1 % and the large layer less; per tensor, every large chunk keeps
+// about 1 %.
+TEST(TrainerTest, DroppingSelectsOneThresholdOverTheWholeGradient) {
+  std::map<std::string, std::map<uint32_t, FakeShard::Pushed>> pushed;
+  for (const char* scope : {"global", "tensor"}) {
+    WorkerOptions options = SmallRun();
+    options.num_workers = 1;
+    options.steps = 1;
+    options.codec = "dropping";
+    options.drop_scope = scope;
+    options.drop_ratio = 0.99f;
+    options.fp32_tensors = {"last"};
+    Cluster cluster(options, 1);
+    const std::vector<WorkerResult> results = cluster.Train();
+    ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+    pushed[scope] = cluster.shard(0).first_push();
+  }
+  // Kept fractions of the chunks of at least 5000 elements (the others are
+  // too small for 1 % to be a count).
+  auto kept = [](const FakeShard::Pushed& p) {
+    return static_cast<double>(p.data_bytes / 8) / p.num_elements;
+  };
+  double global_max = 0;
+  int large = 0;
+  for (const auto& [key, p] : pushed["tensor"]) {
+    const FakeShard::Pushed& g = pushed["global"].at(key);
+    if (p.codec == tern::v1::CODEC_FP32) {
+      EXPECT_EQ(g.codec, tern::v1::CODEC_FP32) << key;
+      EXPECT_EQ(p.data_bytes, 4 * p.num_elements) << "fp32 travels whole";
+      continue;
+    }
+    ASSERT_EQ(p.codec, tern::v1::CODEC_DROPPING);
+    if (p.num_elements < 5000) continue;
+    ++large;
+    // A threshold from a sample of 4096 values: 1 % within a factor 2.
+    EXPECT_GE(kept(p), 0.005) << "per tensor: chunk " << key;
+    EXPECT_LE(kept(p), 0.02) << "per tensor: chunk " << key;
+    global_max = std::max(global_max, kept(g));
+  }
+  EXPECT_GE(large, 3);
+  // The convolution's gradients are larger than the big layer's, which
+  // holds nearly all values and so sets the global threshold.
+  EXPECT_GT(global_max, 0.05)
+      << "one threshold for all chunks keeps far more of some";
+}
+
+TEST(TrainerTest, JoinRequestCarriesTheCompressorsParamsAndLayouts) {
+  WorkerOptions options = SmallRun();
+  options.ps = {"127.0.0.1:1"};
+  options.codec = "dropping";
+  options.drop_scope = "tensor";
+  options.drop_quantize = true;
+  options.drop_ratio = 0.9f;
+  options.sample_size = 123;
+  auto data = LoadDataset("synthetic", "", 1);
+  ASSERT_TRUE(data.ok());
+  torch::manual_seed(options.seed);
+  auto model = MakeModel("lenet", data->train.shape);
+  ASSERT_TRUE(model.ok());
+  auto trainer = Trainer::Create(options, *model, *data, MakeNullLogger());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const tern::v1::RunConfig config = (*trainer)->MakeJoinRequest().config();
+  EXPECT_EQ(config.codec(), tern::v1::CODEC_DROPPING);
+  // Survivors as (index, sign) words with the chunk's means.
+  EXPECT_EQ(config.push_layout(), tern::v1::LAYOUT_INDEX_SIGN);
+  EXPECT_EQ(config.pull_layout(), tern::v1::LAYOUT_INDEX_SIGN);
+  EXPECT_EQ(config.codec_params().drop_scope(), 1u);
+  EXPECT_TRUE(config.codec_params().drop_quantize());
+  EXPECT_EQ(config.codec_params().drop_ratio(), 0.9f);
+  EXPECT_EQ(config.codec_params().sample_size(), 123u);
+  EXPECT_EQ(config.codec_params().qsgd_levels(),
+            kernels::CodecOptions{}.qsgd_levels);
 }
 
 TEST(TrainerWithRealShardsTest, DifferentInitialParametersAreRefused) {

@@ -24,7 +24,7 @@ absl::StatusOr<kernels::Payload> FromWire(const tern::v1::Payload& wire) {
         absl::StrCat("unknown codec number ", wire.codec()));
   }
   if (wire.layout() < static_cast<int>(kernels::Layout::kUnspecified) ||
-      wire.layout() > static_cast<int>(kernels::Layout::kSumRadix)) {
+      wire.layout() > static_cast<int>(kernels::Layout::kQsgdLevels)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown layout number ", wire.layout()));
   }

@@ -41,6 +41,22 @@ TEST(WirePayloadTest, RefusesUnknownEnumNumbers) {
   const auto bad = FromWire(wire);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("-3"), absl::string_view::npos);
+  wire.set_layout(static_cast<tern::v1::Layout>(10));
+  EXPECT_EQ(FromWire(wire).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(WirePayloadTest, TheCompressorsLayoutsAreKnown) {
+  for (const tern::v1::Layout layout :
+       {tern::v1::LAYOUT_SIGN_BITS, tern::v1::LAYOUT_INDEX_SIGN,
+        tern::v1::LAYOUT_INDEX_VALUE, tern::v1::LAYOUT_QSGD_LEVELS}) {
+    tern::v1::Payload wire;
+    wire.set_codec(tern::v1::CODEC_QSGD);
+    wire.set_layout(layout);
+    const auto payload = FromWire(wire);
+    ASSERT_TRUE(payload.ok()) << payload.status();
+    EXPECT_EQ(static_cast<int>(payload->layout), static_cast<int>(layout));
+    EXPECT_EQ(payload->codec, kernels::CodecId::kQsgd);
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "worker/codec_config.h"
 
 namespace tern::worker {
 namespace {
@@ -27,6 +28,33 @@ CLI::Validator FiniteIn(double low, double high) {
         return std::string();
       },
       description);
+}
+
+// A finite number strictly between low and high.
+CLI::Validator FiniteBetween(double low, double high) {
+  const std::string description =
+      absl::StrCat("number in (", low, ", ", high, ")");
+  return CLI::Validator(
+      [low, high, description](std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
+            !(value > low && value < high)) {
+          return absl::StrCat("'", input, "' is not a ", description);
+        }
+        return std::string();
+      },
+      description);
+}
+
+// A gradient codec's name, as ParseGradientCodec reads it.
+CLI::Validator GradientCodec() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        if (ParseGradientCodec(input).ok()) return std::string();
+        return absl::StrCat("'", input, "' is not one of ",
+                            GradientCodecNames());
+      },
+      "CODEC");
 }
 
 // A number > 0 that is finite.
@@ -70,6 +98,15 @@ template <typename T>
 CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
                   const std::string& help) {
   return app->add_option("--" + name, *value, help)
+      ->envname("TERN_" + absl::AsciiStrToUpper(name))
+      ->capture_default_str();
+}
+
+// Registers the switch --name (also --name=true|false) with help and
+// TERN_<NAME> (true/false/1/0).
+CLI::Option* Switch(CLI::App* app, const std::string& name, bool* value,
+                    const std::string& help) {
+  return app->add_flag("--" + name, *value, help)
       ->envname("TERN_" + absl::AsciiStrToUpper(name))
       ->capture_default_str();
 }
@@ -159,8 +196,14 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
       ->group("Optimizer");
 
   // --- communication ---
-  Flag(app, "codec", &o->codec, "gradient codec on the wire")
-      ->check(CLI::IsMember({"terngrad", "fp32", "fp16"}))
+  Flag(app, "codec", &o->codec,
+       "gradient codec on the wire: terngrad (Wen et al. 2017); fp32, fp16 "
+       "(baselines); onebit (Seide et al. 2014), threshold (Strom 2015), "
+       "adaptive (Dryden et al. 2016), dropping (Aji & Heafield 2017) with "
+       "error feedback; qsgd (Alistarh et al. 2017). Error-feedback "
+       "residuals live in memory only: they are not checkpointed yet "
+       "(workers have no checkpoints)")
+      ->check(GradientCodec())
       ->group("Communication");
   Flag(app, "packing", &o->packing,
        "terngrad push layout: 2bit (4 codes a byte) or base3 (5 a byte)")
@@ -188,6 +231,53 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "largest chunk, in fp32 bytes (the unit of sharding and of scalers)")
       ->check(CLI::Range(uint64_t{4}, kU64Max))
       ->group("Communication");
+
+  // --- compressors (kernels/codec_options.h) ---
+  Flag(app, "tau", &o->tau,
+       "threshold (Strom 2015): an error-compensated value reaching +-tau is "
+       "sent as +-tau; the rest stays in the residual")
+      ->check(FinitePositive())
+      ->group("Compressors");
+  Flag(app, "proportion", &o->proportion,
+       "adaptive (Dryden et al. 2016): the fraction of the non-negative and, "
+       "separately, of the negative values sent each step")
+      ->check(FiniteBetween(0, 1))
+      ->group("Compressors");
+  Flag(app, "drop_ratio", &o->drop_ratio,
+       "dropping (Aji & Heafield 2017): the fraction R of values dropped, "
+       "smallest |value| first; they stay in the residual")
+      ->check(FiniteBetween(0, 1))
+      ->group("Compressors");
+  Flag(app, "drop_scope", &o->drop_scope,
+       "dropping: global (one threshold over the whole gradient, selected by "
+       "the worker) or tensor (one per chunk: per tensor below "
+       "--partition_bytes)")
+      ->check(CLI::IsMember({"global", "tensor"}))
+      ->group("Compressors");
+  Switch(app, "drop_quantize", &o->drop_quantize,
+         "dropping: send the survivors as 2-bit codes (sign -> the chunk's "
+         "mean of that sign, INDEX_SIGN) instead of (index, float) pairs")
+      ->group("Compressors");
+  Flag(app, "qsgd_levels", &o->qsgd_levels,
+       "qsgd (Alistarh et al. 2017): levels s per sign; a value takes "
+       "ceil(log2(2s+1)) bits")
+      ->check(CLI::Range(1u, kMaxQsgdLevels))
+      ->group("Compressors");
+  Flag(app, "qsgd_bucket", &o->qsgd_bucket,
+       "qsgd: elements per bucket, each scaled by its own L2 norm")
+      ->check(CLI::Range(1u, kU32Max))
+      ->group("Compressors");
+  Flag(app, "sample_size", &o->sample_size,
+       "adaptive and dropping: elements drawn (counter-based RNG) to select "
+       "thresholds; onebit with --sampled_means: to estimate the means. A "
+       "chunk this small or smaller is used whole")
+      ->check(CLI::Range(1u, kU32Max))
+      ->group("Compressors");
+  Switch(app, "sampled_means", &o->sampled_means,
+         "onebit (Seide et al. 2014): estimate each column's two "
+         "reconstruction values from --sample_size drawn elements instead of "
+         "all of them")
+      ->group("Compressors");
 
   // --- checks and output ---
   Flag(app, "check_every", &o->check_every,
@@ -250,9 +340,6 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
   if (!(o.momentum >= 0 && o.momentum <= 1)) {
     return absl::InvalidArgumentError("--momentum must be in [0, 1]");
   }
-  if (!(o.clip >= 0) || !std::isfinite(o.clip)) {
-    return absl::InvalidArgumentError("--clip must be a finite number >= 0");
-  }
   if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
     return absl::InvalidArgumentError(
         "--weight_decay must be a finite number >= 0");
@@ -262,19 +349,8 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--optimizer: '", o.optimizer, "' is not sgd, momentum or adam"));
   }
-  if (o.codec != "terngrad" && o.codec != "fp32" && o.codec != "fp16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--codec: '", o.codec, "' is not terngrad, fp32 or fp16"));
-  }
-  if (o.packing != "2bit" && o.packing != "base3") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--packing: '", o.packing, "' is not 2bit or base3"));
-  }
-  if (o.sum_packing != "bits" && o.sum_packing != "radix") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sum_packing: '", o.sum_packing, "' is not bits or radix"));
-  }
-  return absl::OkStatus();
+  // --codec, --clip, --packing, --sum_packing and the compressors' flags.
+  return MakeRunCodecOptions(o).status();
 }
 
 }  // namespace tern::worker

@@ -68,6 +68,15 @@ TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
                            "fp32_tensors",
                            "min_compress_elems",
                            "partition_bytes",
+                           "tau",
+                           "proportion",
+                           "drop_ratio",
+                           "drop_scope",
+                           "drop_quantize",
+                           "qsgd_levels",
+                           "qsgd_bucket",
+                           "sample_size",
+                           "sampled_means",
                            "check_every",
                            "eval_every",
                            "metrics_out",
@@ -163,6 +172,24 @@ TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
       {"--ps=a:1,nohost", "--ps"},
       {"--ps=a:", "--ps"},
       {"--threads=0", "--threads"},
+      {"--codec=int8", "--codec"},
+      {"--tau=0", "--tau"},
+      {"--tau=-0.5", "--tau"},
+      {"--tau=nan", "--tau"},
+      {"--tau=inf", "--tau"},
+      {"--proportion=0", "--proportion"},
+      {"--proportion=1", "--proportion"},
+      {"--proportion=-0.1", "--proportion"},
+      {"--drop_ratio=1", "--drop_ratio"},
+      {"--drop_ratio=1.5", "--drop_ratio"},
+      {"--drop_ratio=nan", "--drop_ratio"},
+      {"--drop_scope=layer", "--drop_scope"},
+      {"--drop_quantize=maybe", "--drop_quantize"},
+      {"--qsgd_levels=0", "--qsgd_levels"},
+      {"--qsgd_levels=128", "--qsgd_levels"},
+      {"--qsgd_bucket=0", "--qsgd_bucket"},
+      {"--sample_size=0", "--sample_size"},
+      {"--sample_size=-4", "--sample_size"},
   };
   for (const auto& c : cases) {
     const std::string error = ParseError(c.args);
@@ -171,6 +198,106 @@ TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
         << c.args << " gave: " << error;
   }
   EXPECT_NE(ParseError("--codec=zip").find("zip"), std::string::npos);
+}
+
+TEST(WorkerFlagsTest, EveryGradientCodecIsAccepted) {
+  for (const char* codec : {"terngrad", "fp32", "fp16", "onebit", "threshold",
+                            "adaptive", "dropping", "qsgd"}) {
+    Parsed parsed;
+    parsed.Parse(std::string("--codec=") + codec);
+    EXPECT_EQ(parsed.options.codec, codec);
+  }
+}
+
+TEST(WorkerFlagsTest, TheCompressorsFlagsParseAndDefaultToTheKernels) {
+  {
+    Parsed parsed;
+    parsed.Parse("");
+    const kernels::CodecOptions defaults;
+    EXPECT_EQ(parsed.options.tau, defaults.tau);
+    EXPECT_EQ(parsed.options.proportion, defaults.proportion);
+    EXPECT_EQ(parsed.options.drop_ratio, defaults.drop_ratio);
+    EXPECT_EQ(parsed.options.drop_scope, "global");
+    EXPECT_EQ(parsed.options.drop_quantize, defaults.drop_quantize);
+    EXPECT_EQ(parsed.options.qsgd_levels, defaults.qsgd_levels);
+    EXPECT_EQ(parsed.options.qsgd_bucket, defaults.qsgd_bucket);
+    EXPECT_EQ(parsed.options.sample_size, defaults.sample_size);
+    EXPECT_EQ(parsed.options.sampled_means, defaults.sampled_means);
+  }
+  Parsed parsed;
+  parsed.Parse(
+      "--codec=dropping --tau=0.25 --proportion 0.125 --drop_ratio=0.9 "
+      "--drop_scope=tensor --drop_quantize --qsgd_levels=127 "
+      "--qsgd_bucket=1 --sample_size=1 --sampled_means");
+  const WorkerOptions& o = parsed.options;
+  EXPECT_EQ(o.tau, 0.25f);
+  EXPECT_EQ(o.proportion, 0.125f);
+  EXPECT_EQ(o.drop_ratio, 0.9f);
+  EXPECT_EQ(o.drop_scope, "tensor");
+  EXPECT_TRUE(o.drop_quantize);
+  EXPECT_EQ(o.qsgd_levels, 127u);
+  EXPECT_EQ(o.qsgd_bucket, 1u);
+  EXPECT_EQ(o.sample_size, 1u);
+  EXPECT_TRUE(o.sampled_means);
+  EXPECT_TRUE(ValidateWorkerOptions([&] {
+                WorkerOptions copy = o;
+                copy.ps = {"h:1"};
+                return copy;
+              }())
+                  .ok());
+}
+
+TEST(WorkerFlagsTest, SwitchesTakeExplicitValuesAndTheEnvironment) {
+  {
+    // tern launch passes a given switch on as --name=<value>.
+    Parsed parsed;
+    parsed.Parse("--drop_quantize=true --sampled_means=false");
+    EXPECT_TRUE(parsed.options.drop_quantize);
+    EXPECT_FALSE(parsed.options.sampled_means);
+    const auto given =
+        parsed.app.get_option("--drop_quantize")->reduced_results();
+    ASSERT_EQ(given.size(), 1u);
+    Parsed again;
+    again.Parse("--drop_quantize=" + given[0]);
+    EXPECT_TRUE(again.options.drop_quantize);
+  }
+  {
+    Parsed parsed;
+    parsed.Parse("--drop_quantize");
+    const auto given =
+        parsed.app.get_option("--drop_quantize")->reduced_results();
+    ASSERT_EQ(given.size(), 1u);
+    Parsed again;
+    again.Parse("--drop_quantize=" + given[0]);
+    EXPECT_TRUE(again.options.drop_quantize) << given[0];
+  }
+  ScopedEnv quantize("TERN_DROP_QUANTIZE", "true");
+  ScopedEnv means("TERN_SAMPLED_MEANS", "1");
+  ScopedEnv tau("TERN_TAU", "0.5");
+  ScopedEnv scope("TERN_DROP_SCOPE", "tensor");
+  ScopedEnv levels("TERN_QSGD_LEVELS", "3");
+  Parsed parsed;
+  parsed.Parse("");
+  EXPECT_TRUE(parsed.options.drop_quantize);
+  EXPECT_TRUE(parsed.options.sampled_means);
+  EXPECT_EQ(parsed.options.tau, 0.5f);
+  EXPECT_EQ(parsed.options.drop_scope, "tensor");
+  EXPECT_EQ(parsed.options.qsgd_levels, 3u);
+  Parsed overridden;
+  overridden.Parse("--drop_quantize=false --tau=0.125");
+  EXPECT_FALSE(overridden.options.drop_quantize);
+  EXPECT_EQ(overridden.options.tau, 0.125f);
+}
+
+TEST(WorkerFlagsTest, TheHelpNamesThePapersAndThatResidualsAreNotCheckpointed) {
+  Parsed parsed;
+  const std::string help = parsed.app.help();
+  for (const char* text :
+       {"Strom 2015", "Dryden et al. 2016", "Aji & Heafield 2017",
+        "Alistarh et al. 2017", "Seide et al. 2014", "not checkpointed",
+        "onebit", "qsgd", "threshold", "adaptive", "dropping"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text;
+  }
 }
 
 TEST(ValidateWorkerOptionsTest, AcceptsAGoodConfiguration) {
@@ -201,6 +328,34 @@ TEST(ValidateWorkerOptionsTest, RejectsWhatOneFlagCannotSee) {
   o.ps = {"h:1"};
   o.codec = "zip";
   EXPECT_FALSE(ValidateWorkerOptions(o).ok());
+  o.codec = "int8";
+  EXPECT_FALSE(ValidateWorkerOptions(o).ok());
+}
+
+TEST(ValidateWorkerOptionsTest, RejectsCompressorValuesOutOfRange) {
+  const struct {
+    const char* flag;
+    void (*set)(WorkerOptions*);
+  } cases[] = {
+      {"--tau", [](WorkerOptions* o) { o->tau = 0; }},
+      {"--proportion", [](WorkerOptions* o) { o->proportion = 1; }},
+      {"--drop_ratio", [](WorkerOptions* o) { o->drop_ratio = 0; }},
+      {"--drop_scope", [](WorkerOptions* o) { o->drop_scope = "row"; }},
+      {"--qsgd_levels", [](WorkerOptions* o) { o->qsgd_levels = 200; }},
+      {"--qsgd_bucket", [](WorkerOptions* o) { o->qsgd_bucket = 0; }},
+      {"--sample_size", [](WorkerOptions* o) { o->sample_size = 0; }},
+      {"--clip", [](WorkerOptions* o) { o->clip = -2; }},
+  };
+  for (const auto& c : cases) {
+    WorkerOptions o;
+    o.ps = {"h:1"};
+    ASSERT_TRUE(ValidateWorkerOptions(o).ok());
+    c.set(&o);
+    const absl::Status status = ValidateWorkerOptions(o);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.flag;
+    EXPECT_NE(status.message().find(c.flag), absl::string_view::npos)
+        << c.flag << ": " << status;
+  }
 }
 
 }  // namespace

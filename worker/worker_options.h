@@ -8,7 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/codec_options.h"
+
 namespace tern::worker {
+
+// The compressors' defaults are the kernels' own.
+inline constexpr kernels::CodecOptions kDefaultCodecOptions{};
 
 struct WorkerOptions {
   // --- cluster ---
@@ -39,13 +44,29 @@ struct WorkerOptions {
   double lr_gamma = 0.1;                 // step schedule: multiply by
 
   // --- communication ---
-  std::string codec = "terngrad";        // terngrad | fp32 | fp16
+  // terngrad | fp32 | fp16 | onebit | threshold | adaptive | dropping | qsgd
+  std::string codec = "terngrad";
   std::string packing = "2bit";          // terngrad push: 2bit | base3
   std::string sum_packing = "bits";      // terngrad pull: bits | radix
   double clip = 2.5;                     // c of c*sigma; 0 = no clipping
   std::vector<std::string> fp32_tensors; // tensor names kept in fp32
   uint64_t min_compress_elems = 0;       // smaller tensors stay in fp32
   uint64_t partition_bytes = 4ull << 20;
+
+  // --- compressors (kernels/codec_options.h documents each) ---
+  float tau = kDefaultCodecOptions.tau;               // threshold
+  float proportion = kDefaultCodecOptions.proportion; // adaptive
+  float drop_ratio = kDefaultCodecOptions.drop_ratio; // dropping
+  std::string drop_scope =                            // dropping: global | tensor
+      kDefaultCodecOptions.drop_scope == kernels::DropScope::kGlobal
+          ? "global"
+          : "tensor";
+  bool drop_quantize = kDefaultCodecOptions.drop_quantize; // dropping
+  uint32_t qsgd_levels = kDefaultCodecOptions.qsgd_levels; // qsgd
+  uint32_t qsgd_bucket = kDefaultCodecOptions.qsgd_bucket; // qsgd
+  // adaptive, dropping; onebit with sampled_means
+  uint32_t sample_size = kDefaultCodecOptions.sample_size;
+  bool sampled_means = kDefaultCodecOptions.sampled_means; // onebit
 
   // --- checks and output ---
   uint64_t check_every = 100;            // parameter checksum every N steps

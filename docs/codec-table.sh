@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Regenerates the compressor table of docs/compressors-results.md (in the
+# style of Dryden et al. 2016, Table 1): one `tern launch` per codec, the
+# same model, data, seed and steps for all, then one markdown row each from
+# the runs' summary.json.
+#
+#   docs/codec-table.sh [--model lenet|mlp] [--steps N] [--eval_every N]
+#                       [--codecs "fp32 terngrad ..."] [--out DIR]
+#
+# Needs a built bazel-bin/tern/tern (`bazel build -c opt //tern`) and
+# python3 for the table. Runs one configuration at a time: steps/s are
+# comparable only inside one invocation on an otherwise idle machine.
+set -euo pipefail
+
+model=lenet
+steps=500
+eval_every=0
+out=runs/codec-table
+codecs="fp32 fp16 terngrad onebit threshold adaptive dropping dropping-2bit qsgd"
+tern=bazel-bin/tern/tern
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --model) model="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --eval_every) eval_every="$2"; shift 2 ;;
+    --codecs) codecs="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "codec-table.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ -x "$tern" ]] || { echo "codec-table.sh: $tern is missing; run: bazel build -c opt //tern" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "codec-table.sh: python3 is needed for the table" >&2; exit 2; }
+[[ "$eval_every" == 0 ]] && eval_every="$steps"
+
+# The flags of each row: the codec and its options (defaults from
+# kernels/codec_options.h unless named here).
+flags_of() {
+  case "$1" in
+    dropping-2bit) echo "--codec dropping --drop_quantize" ;;
+    dropping-tensor) echo "--codec dropping --drop_scope tensor" ;;
+    *) echo "--codec $1" ;;
+  esac
+}
+
+dir="$out/$model"
+mkdir -p "$dir"
+for name in $codecs; do
+  run="$dir/$name"
+  rm -rf "$run"
+  echo "== $model / $name: $steps steps" >&2
+  # shellcheck disable=SC2046  # flags_of prints several words on purpose
+  "$tern" launch --shards 2 --workers 4 --model "$model" \
+    --dataset fashion-mnist --steps "$steps" --eval_every "$eval_every" \
+    --seed 7 --out_dir "$run" $(flags_of "$name") >"$run.log" 2>&1 ||
+    echo "   failed: see $run.log" >&2
+done
+
+python3 - "$dir" $codecs <<'EOF'
+import json, os, sys
+root, names = sys.argv[1], sys.argv[2:]
+def load(name):
+    path = os.path.join(root, name, "summary.json")
+    return json.load(open(path)) if os.path.exists(path) else None
+base = load("fp32")
+def size(b):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale:
+            return "%.2f %s" % (b / scale, unit)
+    return "%d B" % b
+print("| codec | test acc | vs fp32 | push / step | pull / step | push vs fp32 | pull vs fp32 | steps/s | replicas |")
+print("|---|---|---|---|---|---|---|---|---|")
+for name in names:
+    s = load(name)
+    if s is None or s.get("status") != "ok":
+        print("| %s | failed | | | | | | | |" % name)
+        continue
+    acc = s.get("final_test_accuracy")
+    diff = ""
+    if base and acc is not None and base.get("final_test_accuracy") is not None:
+        diff = "%+.2f" % (100 * (acc - base["final_test_accuracy"]))
+    print("| %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2f | %s |" % (
+        name, "%.2f%%" % (100 * acc) if acc is not None else "-", diff,
+        size(s["push_bytes_per_step"]), size(s["pull_bytes_per_step"]),
+        s["push_ratio_vs_fp32"], s["pull_ratio_vs_fp32"], s["steps_per_s"],
+        "identical" if s["checksums_agree"] else "DIFFER"))
+EOF
