@@ -4,6 +4,7 @@
 //
 //   tern ps       one parameter-server shard (server/)
 //   tern worker   one training worker (worker/)
+//   tern global   the WeightGrad global server of K data centers (global/)
 //   tern launch   a whole job on this machine (tern/launch.h)
 //
 // Flags are also read from TERN_<FLAG> environment variables; a flag on the
@@ -18,6 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "global/gs_flags.h"
+#include "global/gs_main.h"
+#include "global/gs_options.h"
 #include "kernels/codec_bench.h"
 #include "server/ps_flags.h"
 #include "server/ps_main.h"
@@ -104,6 +108,13 @@ int Main(int argc, char** argv) {
   worker::AddWorkerFlags(worker, &worker_options);
   AddClusterSpecFlag(worker, &worker_spec);
 
+  global::GsOptions global_options;
+  CLI::App* global_server = app.add_subcommand(
+      "global", "Run the WeightGrad global server: it averages the "
+                "significant updates of the data centers' local parameter "
+                "servers, round by round");
+  global::AddGsFlags(global_server, &global_options);
+
   LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
       "launch", "Run a whole job on this machine: --shards shards and "
@@ -151,6 +162,14 @@ int Main(int argc, char** argv) {
     return worker::RunWorker(
         worker_options, MakeRoleLogger("worker", worker_options.worker_id,
                                        worker_options.log_level));
+  }
+  if (global_server->parsed()) {
+    if (absl::Status status = global::ValidateGsOptions(global_options);
+        !status.ok()) {
+      return ConfigError("tern global", status.message());
+    }
+    return global::RunGlobalServer(
+        global_options, MakeRoleLogger("global", 0, global_options.log_level));
   }
   if (bench_kernels->parsed()) {
     std::vector<std::string> extras = bench_kernels->remaining();

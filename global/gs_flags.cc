@@ -1,0 +1,144 @@
+#include "global/gs_flags.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace tern::global {
+namespace {
+
+// gRPC's message sizes are ints: at most 2 GiB - 1.
+constexpr uint32_t kMaxMessageMb = 2047;
+// A round's stored answers are kept for max_lag + 1 rounds; a bound keeps
+// that memory finite and the flag meaningful.
+constexpr uint32_t kMaxMaxLag = 1000;
+
+bool IsHostPort(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  return colon != std::string::npos && colon > 0 && colon + 1 < text.size();
+}
+
+bool IsFinitePositive(double value) {
+  return std::isfinite(value) && value > 0;
+}
+
+// A finite number > 0 (CLI::PositiveNumber lets inf through).
+CLI::Validator FinitePositive() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(input, value) ||
+            !IsFinitePositive(value)) {
+          return absl::StrCat("'", input, "' is not a finite number > 0");
+        }
+        return std::string();
+      },
+      "SECONDS > 0");
+}
+
+CLI::Validator HostPort() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        return IsHostPort(input)
+                   ? std::string()
+                   : absl::StrCat("'", input, "' is not of the form host:port");
+      },
+      "HOST:PORT");
+}
+
+CLI::Validator LogLevel() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const absl::StatusOr<spdlog::level::level_enum> level =
+            ParseLogLevel(input);
+        return level.ok() ? std::string()
+                          : std::string(level.status().message());
+      },
+      "LEVEL");
+}
+
+// --name, with its help, its default shown and TERN_<NAME>.
+template <typename T>
+CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
+                  const std::string& help) {
+  return app->add_option("--" + name, *value, help)
+      ->envname("TERN_" + absl::AsciiStrToUpper(name))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void AddGsFlags(CLI::App* app, GsOptions* o) {
+  constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
+  Flag(app, "listen", &o->listen,
+       "host:port to serve on; port 0 picks a free port (see --port_file)")
+      ->check(HostPort());
+  Flag(app, "port_file", &o->port_file,
+       "file the bound port is written to once the GS serves (empty: none)");
+  Flag(app, "num_datacenters", &o->num_datacenters,
+       "K: the data centers (local parameter servers) that register")
+      ->check(CLI::Range(1u, kU32Max));
+  Flag(app, "seed", &o->seed,
+       "run seed of the answers' stochastic rounding (TernGrad answers)");
+  Flag(app, "t_global_s", &o->t_global_s,
+       "T_global: how long a round waits for the last data centers after "
+       "its first update arrived; then it closes and marks them lagging")
+      ->check(FinitePositive());
+  Flag(app, "max_lag", &o->max_lag,
+       "rounds a data center may lag behind before the GS holds the "
+       "answers to the others (bounded staleness)")
+      ->check(CLI::Range(0u, kMaxMaxLag));
+  Flag(app, "hold_timeout_s", &o->hold_timeout_s,
+       "how long a held call waits before it is answered UNAVAILABLE "
+       "naming the lagging data centers (the LPS retries)")
+      ->check(FinitePositive());
+  Flag(app, "max_message_mb", &o->max_message_mb,
+       "largest message sent or received, in MiB; a round's answer for the "
+       "whole model must fit")
+      ->check(CLI::Range(1u, kMaxMessageMb));
+  Flag(app, "log_level", &o->log_level,
+       "trace, debug, info (one line per round), warn, error, critical or "
+       "off")
+      ->check(LogLevel());
+}
+
+absl::Status ValidateGsOptions(const GsOptions& o) {
+  if (!IsHostPort(o.listen)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen: '", o.listen, "' is not of the form host:port"));
+  }
+  if (o.num_datacenters == 0) {
+    return absl::InvalidArgumentError("--num_datacenters must be at least 1");
+  }
+  if (!IsFinitePositive(o.t_global_s)) {
+    return absl::InvalidArgumentError(
+        "--t_global_s must be a finite number > 0");
+  }
+  if (o.max_lag > kMaxMaxLag) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_lag=", o.max_lag, " is not in [0, ", kMaxMaxLag, "]"));
+  }
+  if (!IsFinitePositive(o.hold_timeout_s)) {
+    return absl::InvalidArgumentError(
+        "--hold_timeout_s must be a finite number > 0");
+  }
+  if (o.max_message_mb == 0 || o.max_message_mb > kMaxMessageMb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_mb=", o.max_message_mb, " is not in [1, ",
+                     kMaxMessageMb, "]"));
+  }
+  if (absl::StatusOr<spdlog::level::level_enum> level =
+          ParseLogLevel(o.log_level);
+      !level.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level: ", level.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tern::global

@@ -1,0 +1,212 @@
+#include "global/gs_main.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "tern/v1/global_server.grpc.pb.h"
+
+namespace tern::global {
+namespace {
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Names in `dir` that contain `part`.
+std::vector<std::string> FilesWith(const std::string& dir,
+                                   const std::string& part) {
+  std::vector<std::string> names;
+  if (DIR* handle = opendir(dir.c_str()); handle != nullptr) {
+    while (const dirent* entry = readdir(handle)) {
+      const std::string name = entry->d_name;
+      if (name.find(part) != std::string::npos) names.push_back(name);
+    }
+    closedir(handle);
+  }
+  return names;
+}
+
+// grpc.health.v1.Health/Check for the whole server, over a generic stub
+// (Debian ships no generated health stubs). The request is an empty
+// HealthCheckRequest; the answer's field 1 is the status (1 = SERVING).
+std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  grpc::Slice empty("");
+  const grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return absl::StrCat("error: ", status.error_message());
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return "error: unreadable";
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return bytes;
+}
+
+class GsMainTest : public ::testing::Test {
+ protected:
+  // RunGlobalServer takes SIGTERM with sigtimedwait in its own thread;
+  // every other thread of this process must block it too, or the default
+  // action would end the test. Blocking it here, before any thread starts,
+  // gives every later thread the same mask.
+  static void SetUpTestSuite() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  }
+};
+
+TEST_F(GsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
+  const std::string dir = TempDir();
+  GsOptions options;
+  options.listen = "127.0.0.1:0";
+  options.port_file = dir + "/gs.port";
+  options.num_datacenters = 2;
+  options.log_level = "warn";
+  std::remove(options.port_file.c_str());
+
+  int exit_code = -1;
+  std::thread gs(
+      [&] { exit_code = RunGlobalServer(options, MakeNullLogger()); });
+
+  int port = 0;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (port == 0 && absl::Now() < give_up) {
+    const std::string text = ReadFile(options.port_file);
+    if (!text.empty()) {
+      ASSERT_EQ(text.back(), '\n');
+      ASSERT_TRUE(absl::SimpleAtoi(text.substr(0, text.size() - 1), &port))
+          << text;
+    } else {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  ASSERT_GT(port, 0) << "no port in " << options.port_file;
+  EXPECT_THAT(FilesWith(dir, ".tmp."), ::testing::IsEmpty());
+
+  const auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                           grpc::InsecureChannelCredentials());
+  EXPECT_EQ(HealthCheck(channel), std::string("\x08\x01", 2)) << "SERVING";
+
+  // A data center registers over the wire, and sends round 0, which waits
+  // for the other data center: SIGTERM answers it UNAVAILABLE.
+  const auto stub = tern::v1::GlobalServer::NewStub(channel);
+  tern::v1::RegisterRequest registration;
+  registration.set_datacenter(0);
+  registration.set_num_datacenters(2);
+  registration.add_chunk_elements(10);
+  registration.set_update_codec(tern::v1::CODEC_FP32);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    tern::v1::RegisterResponse reply;
+    const grpc::Status status = stub->Register(&context, registration, &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply.next_round(), 0u);
+  }
+  grpc::Status pending_status;
+  std::thread lps([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    tern::v1::SyncRoundRequest request;
+    request.set_datacenter(0);
+    request.set_round(0);
+    tern::v1::SyncRoundResponse response;
+    pending_status = stub->SyncRound(&context, request, &response);
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // the call reaches the GS
+
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  gs.join();
+  lps.join();
+  EXPECT_EQ(exit_code, kExitOk);
+  EXPECT_EQ(pending_status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(pending_status.error_message(),
+              ::testing::HasSubstr("shutting down"));
+}
+
+TEST_F(GsMainTest, ConfigurationErrorsExitWithOne) {
+  GsOptions no_datacenters;
+  no_datacenters.listen = "127.0.0.1:0";
+  no_datacenters.num_datacenters = 0;
+  EXPECT_EQ(RunGlobalServer(no_datacenters, MakeNullLogger()),
+            kExitConfigError);
+
+  GsOptions bad_timeout;
+  bad_timeout.listen = "127.0.0.1:0";
+  bad_timeout.t_global_s = 0;
+  EXPECT_EQ(RunGlobalServer(bad_timeout, MakeNullLogger()), kExitConfigError);
+
+  GsOptions bad_port_file;
+  bad_port_file.listen = "127.0.0.1:0";
+  bad_port_file.port_file = TempDir() + "/no/such/dir/gs.port";
+  EXPECT_EQ(RunGlobalServer(bad_port_file, MakeNullLogger()), kExitConfigError);
+}
+
+TEST_F(GsMainTest, AnAddressThatCannotBeBoundIsTransient) {
+  GsOptions options;
+  options.listen = "192.0.2.1:0";  // TEST-NET-1: no address of this host
+  options.log_level = "off";
+  EXPECT_EQ(RunGlobalServer(options, MakeNullLogger()), kExitTransient);
+}
+
+TEST(WritePortFileTest, WritesThePortAndALineEnd) {
+  const std::string path = TempDir() + "/port-file-test.port";
+  ASSERT_TRUE(WritePortFile(path, 43210).ok());
+  EXPECT_EQ(ReadFile(path), "43210\n");
+  ASSERT_TRUE(WritePortFile(path, 5).ok());  // replaces the old file
+  EXPECT_EQ(ReadFile(path), "5\n");
+  const absl::Status status = WritePortFile(TempDir() + "/none/x.port", 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("--port_file"));
+}
+
+}  // namespace
+}  // namespace tern::global

@@ -1,0 +1,175 @@
+#include "global/gs_service.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "global/messages.h"
+#include "kernels/payload.h"
+
+namespace tern::global {
+namespace {
+
+// The highest enum numbers the kernels know (kernels/payload.h).
+constexpr uint32_t kMaxCodec = static_cast<uint32_t>(kernels::CodecId::kInt8);
+constexpr uint32_t kMaxLayout =
+    static_cast<uint32_t>(kernels::Layout::kQsgdLevels);
+
+absl::StatusOr<kernels::CodecId> CodecFromWire(int value) {
+  if (value < 0 || static_cast<uint32_t>(value) > kMaxCodec) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown codec ", value));
+  }
+  return static_cast<kernels::CodecId>(value);
+}
+
+absl::StatusOr<kernels::Layout> LayoutFromWire(int value) {
+  if (value < 0 || static_cast<uint32_t>(value) > kMaxLayout) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown layout ", value));
+  }
+  return static_cast<kernels::Layout>(value);
+}
+
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(),
+                      absl::StrCat(prefix, ": ", status.message()));
+}
+
+// The payload's bytes are copied: the request stays intact.
+absl::StatusOr<kernels::Payload> PayloadFromWire(
+    const tern::v1::Payload& wire) {
+  kernels::Payload payload;
+  TERN_ASSIGN_OR_RETURN(payload.codec, CodecFromWire(wire.codec()));
+  TERN_ASSIGN_OR_RETURN(payload.layout, LayoutFromWire(wire.layout()));
+  payload.format_version = wire.format_version();
+  payload.num_elements = wire.num_elements();
+  payload.num_summands = wire.num_summands();
+  payload.scalers.assign(wire.scalers().begin(), wire.scalers().end());
+  payload.data = wire.data();
+  return payload;
+}
+
+void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
+  out->set_codec(static_cast<tern::v1::Codec>(payload.codec));
+  out->set_layout(static_cast<tern::v1::Layout>(payload.layout));
+  out->set_format_version(payload.format_version);
+  out->set_num_elements(payload.num_elements);
+  out->set_num_summands(payload.num_summands);
+  out->mutable_scalers()->Assign(payload.scalers.begin(),
+                                 payload.scalers.end());
+  out->set_data(payload.data);
+}
+
+absl::StatusOr<RegisterRequest> RegisterFromWire(
+    const tern::v1::RegisterRequest& wire) {
+  RegisterRequest request;
+  request.datacenter = wire.datacenter();
+  request.num_datacenters = wire.num_datacenters();
+  request.param_spec_hash = wire.param_spec_hash();
+  request.param_checksum = wire.param_checksum();
+  request.chunk_elements.assign(wire.chunk_elements().begin(),
+                                wire.chunk_elements().end());
+  const std::string prefix =
+      absl::StrCat("registration of data center ", wire.datacenter());
+  absl::StatusOr<kernels::CodecId> codec = CodecFromWire(wire.update_codec());
+  if (!codec.ok()) return Prefixed(codec.status(), prefix);
+  request.update_codec = *codec;
+  absl::StatusOr<kernels::Layout> layout = LayoutFromWire(wire.update_layout());
+  if (!layout.ok()) return Prefixed(layout.status(), prefix);
+  request.update_layout = *layout;
+  request.fp32_chunk_keys.assign(wire.fp32_chunk_keys().begin(),
+                                 wire.fp32_chunk_keys().end());
+  return request;
+}
+
+absl::StatusOr<SyncRequest> SyncFromWire(
+    const tern::v1::SyncRoundRequest& wire) {
+  SyncRequest request;
+  request.datacenter = wire.datacenter();
+  request.round = wire.round();
+  request.updates.reserve(wire.updates_size());
+  for (const tern::v1::ChunkPayload& chunk : wire.updates()) {
+    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    if (!payload.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("round ", wire.round(), ": chunk ", chunk.chunk_key(),
+                       " of data center ", wire.datacenter(), ": ",
+                       payload.status().message()));
+    }
+    request.updates.push_back(
+        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+  }
+  return request;
+}
+
+void AnswerToWire(const RoundAnswer& answer, tern::v1::SyncRoundResponse* out) {
+  out->set_round(answer.round);
+  for (const ChunkPayload& chunk : answer.average) {
+    tern::v1::ChunkPayload* wire = out->add_average();
+    wire->set_chunk_key(chunk.chunk_key);
+    PayloadToWire(chunk.payload, wire->mutable_payload());
+  }
+  out->mutable_lagging()->Assign(answer.lagging.begin(), answer.lagging.end());
+  for (const Contribution& contribution : answer.contributions) {
+    tern::v1::RoundContribution* wire = out->add_contributions();
+    wire->set_datacenter(contribution.datacenter);
+    wire->set_round(contribution.round);
+  }
+}
+
+}  // namespace
+
+GsService::GsService(RoundAggregator* aggregator, Logger logger)
+    : aggregator_(aggregator), logger_(std::move(logger)) {}
+
+grpc::ServerUnaryReactor* GsService::Register(
+    grpc::CallbackServerContext* context,
+    const tern::v1::RegisterRequest* request,
+    tern::v1::RegisterResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<RegisterRequest> plain = RegisterFromWire(*request);
+  absl::StatusOr<RegisterReply> reply =
+      plain.ok() ? aggregator_->Register(*plain) : plain.status();
+  if (!reply.ok()) {
+    if (!plain.ok()) {
+      logger_->warn("{}", std::string(plain.status().message()));
+    }
+    reactor->Finish(ToGrpcStatus(reply.status()));
+    return reactor;
+  }
+  response->set_next_round(reply->next_round);
+  response->set_t_global_s(reply->t_global_s);
+  response->set_hold_timeout_s(reply->hold_timeout_s);
+  response->set_max_lag(reply->max_lag);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GsService::SyncRound(
+    grpc::CallbackServerContext* context,
+    const tern::v1::SyncRoundRequest* request,
+    tern::v1::SyncRoundResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<SyncRequest> plain = SyncFromWire(*request);
+  if (!plain.ok()) {
+    logger_->warn("round {} of data center {} refused: {}", request->round(),
+                  request->datacenter(), std::string(plain.status().message()));
+    reactor->Finish(ToGrpcStatus(plain.status()));
+    return reactor;
+  }
+  // The reactor and the response stay valid until Finish (gRPC's callback
+  // API), which is the last thing the callback does.
+  aggregator_->SyncRound(
+      *plain, [reactor, response](absl::StatusOr<RoundAnswerPtr> answer) {
+        if (!answer.ok()) {
+          reactor->Finish(ToGrpcStatus(answer.status()));
+          return;
+        }
+        AnswerToWire(**answer, response);
+        reactor->Finish(grpc::Status::OK);
+      });
+  return reactor;
+}
+
+}  // namespace tern::global
