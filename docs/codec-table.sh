@@ -6,8 +6,11 @@
 #
 #   docs/codec-table.sh [--model lenet|mlp] [--steps N] [--eval_every N]
 #                       [--codecs "fp32 terngrad ..."] [--out DIR]
+#                       [--shards N] [--tern PATH]
 #
-# Needs a built bazel-bin/tern/tern (`bazel build -c opt //tern`) and
+# Needs a built tern (default bazel-bin/tern/tern, from
+# `bazel build -c opt //tern`; copy it aside with --tern while you
+# rebuild) and
 # python3 for the table. Runs one configuration at a time: steps/s are
 # comparable only inside one invocation on an otherwise idle machine.
 set -euo pipefail
@@ -18,8 +21,11 @@ eval_every=0
 out=runs/codec-table
 codecs="fp32 fp16 terngrad onebit threshold adaptive dropping dropping-2bit qsgd"
 tern=bazel-bin/tern/tern
+# The 3x4096 MLP's 37M parameters need 4 shards to keep each shard's fp32
+# message under the shards' 64 MiB default (--max_message_mb).
+shards=2
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,6 +34,8 @@ while [[ $# -gt 0 ]]; do
     --eval_every) eval_every="$2"; shift 2 ;;
     --codecs) codecs="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --tern) tern="$2"; shift 2 ;;
+    --shards) shards="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "codec-table.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -53,7 +61,7 @@ for name in $codecs; do
   rm -rf "$run"
   echo "== $model / $name: $steps steps" >&2
   # shellcheck disable=SC2046  # flags_of prints several words on purpose
-  "$tern" launch --shards 2 --workers 4 --model "$model" \
+  "$tern" launch --shards "$shards" --workers 4 --model "$model" \
     --dataset fashion-mnist --steps "$steps" --eval_every "$eval_every" \
     --seed 7 --out_dir "$run" $(flags_of "$name") >"$run.log" 2>&1 ||
     echo "   failed: see $run.log" >&2

@@ -20,6 +20,7 @@
 // Targets (H100): quantize+pack >= 0.80 of copy; statistics >= 0.80 of the
 // read-only reduction; full encode >= 0.40 of copy.
 #include "kernels/cuda_bench.h"
+#include "kernels/cuda_bench_main.h"
 
 #include <algorithm>
 #include <cmath>
@@ -487,9 +488,10 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace tern::kernels
 
-int main(int argc, char** argv) {
+int RunCudaBench(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  return tern::kernels::Run();
+  return Run();
 }
+
+}  // namespace tern::kernels
