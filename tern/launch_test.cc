@@ -25,6 +25,7 @@ using ::testing::IsEmpty;
 class LaunchFlagsTest : public ::testing::Test {
  protected:
   void Parse(std::vector<std::string> args) {
+    options_ = LaunchOptions();
     app_ = std::make_unique<CLI::App>("test", "tern-launch");
     AddLaunchFlags(app_.get(), &options_);
     args.insert(args.begin(), "tern-launch");
@@ -121,11 +122,65 @@ TEST_F(LaunchFlagsTest, BadValuesNameTheFlag) {
 
 TEST_F(LaunchFlagsTest, ValidationSeesLaunchsClusterFlags) {
   Parse({"--workers=3"});
-  EXPECT_TRUE(ValidateLaunchOptions(options_).ok());
+  EXPECT_TRUE(ValidateLaunchOptions(options_, /*is_root=*/false).ok());
   options_.job.momentum = 2;  // a value no flag check would let through
-  absl::Status status = ValidateLaunchOptions(options_);
+  absl::Status status = ValidateLaunchOptions(options_, /*is_root=*/false);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("--momentum"));
+}
+
+TEST_F(LaunchFlagsTest, GeoFlagsAreLaunchsOwn) {
+  Parse({"--geo=weightgrad", "--datacenters", "3", "--workers_per_dc=2",
+         "--sync_every=5", "--weight_codec=int8", "--steps=20",
+         "--target_accuracy=0.8"});
+  EXPECT_EQ(options_.geo.mode, "weightgrad");
+  EXPECT_EQ(options_.geo.datacenters, 3u);
+  EXPECT_EQ(options_.geo.workers_per_dc, 2u);
+  EXPECT_EQ(options_.geo.sync_every, 5u);
+  EXPECT_EQ(options_.geo.weight_codec, "int8");
+  EXPECT_DOUBLE_EQ(options_.target_accuracy, 0.8);
+  EXPECT_FALSE(options_.geo.emulate_wan);
+  EXPECT_THAT(options_.worker_args, ElementsAre("--steps=20"));
+  EXPECT_THAT(options_.given_flags,
+              ::testing::UnorderedElementsAre(
+                  "geo", "datacenters", "workers_per_dc", "sync_every",
+                  "weight_codec", "target_accuracy"));
+  EXPECT_TRUE(ValidateLaunchOptions(options_, /*is_root=*/false).ok());
+}
+
+TEST_F(LaunchFlagsTest, GeoValidationRunsWithTheWorkerChecks) {
+  Parse({"--geo=baseline", "--workers=4"});
+  EXPECT_THAT(ValidateLaunchOptions(options_, true).message(),
+              HasSubstr("--workers"));
+  Parse({"--geo=terngrad", "--emulate_wan", "--wan_mbit=10"});
+  EXPECT_TRUE(options_.geo.emulate_wan);
+  EXPECT_THAT(ValidateLaunchOptions(options_, /*is_root=*/false).message(),
+              HasSubstr("root"));
+  EXPECT_TRUE(ValidateLaunchOptions(options_, /*is_root=*/true).ok());
+  Parse({"--emulate_wan"});
+  EXPECT_THAT(ValidateLaunchOptions(options_, true).message(),
+              HasSubstr("needs --geo"));
+  // A batch too large for the K x W workers' shards of the data is the
+  // worker's own check, with the geo worker count.
+  Parse({"--geo=gaia", "--datacenters=2", "--workers_per_dc=2"});
+  options_.job.momentum = 2;
+  EXPECT_THAT(ValidateLaunchOptions(options_, false).message(),
+              HasSubstr("--momentum"));
+}
+
+TEST_F(LaunchFlagsTest, BadGeoValuesNameTheFlag) {
+  for (const char* arg : {"--geo=gaia2", "--datacenters=0",
+                          "--weight_codec=int4", "--wan_mbit=20000",
+                          "--target_accuracy=1.5"}) {
+    SCOPED_TRACE(arg);
+    const std::string flag = std::string(arg).substr(0, std::string(arg).find('='));
+    try {
+      Parse({arg});
+      FAIL() << "parsed";
+    } catch (const CLI::ParseError& error) {
+      EXPECT_THAT(error.what(), HasSubstr(flag));
+    }
+  }
 }
 
 ChildExit Exited(int code) { return ChildExit{W_EXITCODE(code, 0)}; }

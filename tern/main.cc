@@ -11,6 +11,8 @@
 // command line wins over the environment, which wins over --cluster_spec,
 // which wins over the default. Exit codes (DESIGN section 7): 0 success,
 // 1 configuration error, >= 128 transient failure.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -118,7 +120,9 @@ int Main(int argc, char** argv) {
   LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
       "launch", "Run a whole job on this machine: --shards shards and "
-                "--workers workers as child processes on loopback; every "
+                "--workers workers as child processes on loopback, or with "
+                "--geo a geo-distributed run (baseline, terngrad, gaia, "
+                "weightgrad), optionally over an emulated WAN; every "
                 "worker flag is accepted and passed on");
   AddLaunchFlags(launch, &launch_options);
 
@@ -177,7 +181,8 @@ int Main(int argc, char** argv) {
     for (std::string& extra : extras) args.push_back(extra.data());
     return kernels::RunCodecBench(static_cast<int>(args.size()), args.data());
   }
-  if (absl::Status status = ValidateLaunchOptions(launch_options);
+  if (absl::Status status =
+          ValidateLaunchOptions(launch_options, ::geteuid() == 0);
       !status.ok()) {
     return ConfigError("tern launch", status.message());
   }

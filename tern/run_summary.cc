@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 
 namespace tern {
 namespace {
@@ -77,6 +78,83 @@ double Ratio(double numerator, double denominator) {
   return denominator > 0 ? numerator / denominator : 0;
 }
 
+std::string OptionalBytes(const std::optional<double>& bytes) {
+  return bytes.has_value() ? JsonNumber(*bytes) : "null";
+}
+
+// The "geo" member: null for a plain launch.
+std::string GeoJson(const RunReport& report) {
+  if (report.geo_mode.empty()) return "null";
+  std::optional<double> total;
+  if (report.wan_bytes_up.has_value() && report.wan_bytes_down.has_value()) {
+    total = *report.wan_bytes_up + *report.wan_bytes_down;
+  }
+  std::vector<std::string> checksums;
+  for (const std::string& checksum : report.lps_checksums) {
+    checksums.push_back(checksum.empty() ? "null" : JsonString(checksum));
+  }
+  std::string json =
+      JsonObject()
+          .Raw("mode", JsonString(report.geo_mode))
+          .Raw("datacenters", absl::StrCat(report.datacenters))
+          .Raw("workers_per_dc", absl::StrCat(report.workers_per_dc))
+          .Raw("emulate_wan", report.emulate_wan ? "true" : "false")
+          .Raw("wan_mbit",
+               report.wan_mbit > 0 ? JsonNumber(report.wan_mbit) : "null")
+          .Raw("wan_bytes", OptionalBytes(total))
+          .Raw("wan_bytes_up", OptionalBytes(report.wan_bytes_up))
+          .Raw("wan_bytes_down", OptionalBytes(report.wan_bytes_down))
+          .Raw("wan_bytes_source", JsonString(report.wan_bytes_source))
+          .Raw("lps_checksums",
+               report.lps_mode
+                   ? absl::StrCat("[", absl::StrJoin(checksums, ", "), "]")
+                   : "null")
+          .Raw("lps_checksums_agree",
+               report.lps_mode ? (LpsChecksumsAgree(report) ? "true" : "false")
+                               : "null")
+          .Done();
+  // Nested one level deeper than the summary's own members.
+  return absl::StrReplaceAll(json, {{"\n", "\n  "}});
+}
+
+// The lines a target accuracy and a geo run add to the printed summary.
+std::string ReportText(const RunReport& report) {
+  std::string text;
+  if (report.target_accuracy > 0) {
+    absl::StrAppendFormat(&text, "  time to %.2f%%  ",
+                          100 * report.target_accuracy);
+    if (report.time_to_target_s.has_value()) {
+      absl::StrAppendFormat(&text, "%.1f s (step %u, worker 0)\n",
+                            *report.time_to_target_s,
+                            report.step_to_target.value_or(0));
+    } else {
+      absl::StrAppend(&text, "not reached\n");
+    }
+  }
+  if (report.geo_mode.empty()) return text;
+  absl::StrAppendFormat(
+      &text, "  geo             %s, %u data center(s) x %u worker(s), %s\n",
+      report.geo_mode, report.datacenters, report.workers_per_dc,
+      report.emulate_wan
+          ? (report.wan_mbit > 0
+                 ? absl::StrFormat("emulated WAN at %g mbit/s per link",
+                                   report.wan_mbit)
+                 : std::string("emulated WAN (tern-wan's default rate)"))
+          : std::string("on loopback (no WAN emulation)"));
+  if (report.wan_bytes_up.has_value() && report.wan_bytes_down.has_value()) {
+    absl::StrAppendFormat(&text, "  WAN bytes       %s (up %s, down %s; %s)\n",
+                          Bytes(*report.wan_bytes_up + *report.wan_bytes_down),
+                          Bytes(*report.wan_bytes_up),
+                          Bytes(*report.wan_bytes_down),
+                          report.wan_bytes_source);
+  } else {
+    absl::StrAppend(&text, "  WAN bytes       unavailable (",
+                    report.wan_bytes_source, ")\n");
+  }
+  absl::StrAppendFormat(&text, "  job wall time   %.1f s\n", report.job_wall_s);
+  return text;
+}
+
 }  // namespace
 
 TrainingSummary Summarize(
@@ -126,8 +204,8 @@ TrainingSummary Summarize(
     const MetricsRecord& last = reference.back();
     summary.steps = last.step + 1;
     summary.train_s = last.wall_s;
-    summary.steps_per_s = Ratio(static_cast<double>(summary.steps),
-                                summary.train_s);
+    summary.steps_per_s =
+        Ratio(static_cast<double>(summary.steps), summary.train_s);
     summary.final_loss = last.loss;
     // The final record always carries an evaluation; a run that stopped
     // early reports its latest one.
@@ -142,8 +220,19 @@ TrainingSummary Summarize(
   return summary;
 }
 
+bool LpsChecksumsAgree(const RunReport& report) {
+  if (report.lps_checksums.empty()) return false;
+  for (const std::string& checksum : report.lps_checksums) {
+    if (checksum.empty() || checksum != report.lps_checksums.front()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string SummaryJson(const LaunchOutcome& outcome,
-                        const TrainingSummary& training) {
+                        const TrainingSummary& training,
+                        const RunReport& report) {
   std::vector<std::string> checksums;
   for (const std::string& checksum : training.final_checksums) {
     checksums.push_back(checksum.empty() ? "null" : JsonString(checksum));
@@ -186,18 +275,29 @@ std::string SummaryJson(const LaunchOutcome& outcome,
              .Raw("pull_ratio_vs_fp32", JsonNumber(training.pull_ratio_vs_fp32))
              .Raw("param_checksums",
                   absl::StrCat("[", absl::StrJoin(checksums, ", "), "]"))
-             .Raw("checksums_agree", training.checksums_agree ? "true" : "false")
+             .Raw("checksums_agree",
+                  training.checksums_agree ? "true" : "false")
              .Raw("children",
                   absl::StrCat("[", absl::StrJoin(children, ", "), "]"))
+             .Raw("target_accuracy", report.target_accuracy > 0
+                                         ? JsonNumber(report.target_accuracy)
+                                         : "null")
+             .Raw("time_to_target_s", JsonNumber(report.time_to_target_s))
+             .Raw("step_to_target", report.step_to_target.has_value()
+                                        ? absl::StrCat(*report.step_to_target)
+                                        : "null")
+             .Raw("job_wall_s", JsonNumber(report.job_wall_s))
+             .Raw("geo", GeoJson(report))
              .Done() +
          "\n";
 }
 
 std::string SummaryText(const LaunchOutcome& outcome,
-                        const TrainingSummary& training) {
-  std::string text = absl::StrCat("tern launch: ", outcome.status, " (exit ",
-                                  outcome.exit_code, "), output in ",
-                                  outcome.out_dir, "\n");
+                        const TrainingSummary& training,
+                        const RunReport& report) {
+  std::string text =
+      absl::StrCat("tern launch: ", outcome.status, " (exit ",
+                   outcome.exit_code, "), output in ", outcome.out_dir, "\n");
   if (!outcome.failure.empty()) {
     absl::StrAppend(&text, "  stopped by      ",
                     outcome.failed_child.empty() ? "" : outcome.failed_child,
@@ -222,8 +322,9 @@ std::string SummaryText(const LaunchOutcome& outcome,
   }
   if (training.workers_reporting > 0) {
     absl::StrAppendFormat(
-        &text, "  push per step   %s (%.2fx less than fp32's %s), %s on the "
-               "wire\n",
+        &text,
+        "  push per step   %s (%.2fx less than fp32's %s), %s on the "
+        "wire\n",
         Bytes(training.push_bytes_per_step), training.push_ratio_vs_fp32,
         Bytes(training.fp32_bytes_per_step),
         Bytes(training.push_msg_bytes_per_step));
@@ -233,18 +334,34 @@ std::string SummaryText(const LaunchOutcome& outcome,
         Bytes(training.pull_msg_bytes_per_step));
     absl::StrAppend(
         &text, "  replicas        ",
-        training.checksums_agree
+        report.lps_mode
+            ? absl::StrCat(
+                  "workers' copies differ by design (each loads its own "
+                  "quantized weights); LPS checksums ",
+                  LpsChecksumsAgree(report)
+                      ? absl::StrCat("agree (", report.lps_checksums.front(),
+                                     ")")
+                      : absl::StrCat(
+                            "NOT confirmed equal: [",
+                            absl::StrJoin(
+                                report.lps_checksums, ", ",
+                                [](std::string* out, const std::string& c) {
+                                  out->append(c.empty() ? "none" : c);
+                                }),
+                            "]"))
+        : training.checksums_agree
             ? absl::StrCat("identical (param_checksum ",
                            training.final_checksums.front(), ")")
-            : absl::StrCat("NOT confirmed identical: final checksums [",
-                           absl::StrJoin(training.final_checksums, ", ",
-                                         [](std::string* out,
-                                            const std::string& c) {
-                                           out->append(c.empty() ? "none" : c);
-                                         }),
-                           "]"),
+            : absl::StrCat(
+                  "NOT confirmed identical: final checksums [",
+                  absl::StrJoin(training.final_checksums, ", ",
+                                [](std::string* out, const std::string& c) {
+                                  out->append(c.empty() ? "none" : c);
+                                }),
+                  "]"),
         "\n");
   }
+  absl::StrAppend(&text, ReportText(report));
   return text;
 }
 

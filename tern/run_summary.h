@@ -67,13 +67,49 @@ struct LaunchOutcome {
   std::vector<std::pair<std::string, std::string>> children;
 };
 
+// What a run with --target_accuracy or --geo adds (tern/geo_report.h
+// fills the measured parts).
+struct RunReport {
+  // --target_accuracy (0: none) and when worker 0 first evaluated at or
+  // above it: its step and its seconds since training began.
+  double target_accuracy = 0;
+  std::optional<double> time_to_target_s;
+  std::optional<uint64_t> step_to_target;
+  // Seconds from the first child's start until the last worker ended: the
+  // job without launch's own setup (an emulated WAN's build and check).
+  double job_wall_s = 0;
+
+  // --geo ("" for a plain launch) and its shape.
+  std::string geo_mode;
+  uint32_t datacenters = 0;
+  uint32_t workers_per_dc = 0;
+  bool emulate_wan = false;
+  double wan_mbit = 0;  // 0: tern-wan's default
+  // Bytes that cross (or, without --emulate_wan, would cross) the WAN, in
+  // each direction; absent when they could not be measured, and then
+  // wan_bytes_source says why.
+  std::optional<double> wan_bytes_up;
+  std::optional<double> wan_bytes_down;
+  std::string wan_bytes_source;
+  // gaia/weightgrad: each worker loads its own quantized copy of its LPS's
+  // weights, so the workers' checksums differ by design; the LPSs' final
+  // checksums (from their logs, "" when not found) are what must agree.
+  bool lps_mode = false;
+  std::vector<std::string> lps_checksums;
+};
+
+// True when every LPS reported a final checksum and they are all equal.
+bool LpsChecksumsAgree(const RunReport& report);
+
 // OUT/summary.json: one JSON object (keys in a fixed order).
 std::string SummaryJson(const LaunchOutcome& outcome,
-                        const TrainingSummary& training);
+                        const TrainingSummary& training,
+                        const RunReport& report = RunReport());
 
 // The human-readable block printed at the end of a run.
 std::string SummaryText(const LaunchOutcome& outcome,
-                        const TrainingSummary& training);
+                        const TrainingSummary& training,
+                        const RunReport& report = RunReport());
 
 }  // namespace tern
 

@@ -11,6 +11,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A worker's run of `steps` steps; push and pull bytes change from step to
 // step so that a mean differs from the first or last value.
@@ -149,6 +150,83 @@ TEST(SummaryTextTest, SaysWhatAHumanNeeds) {
   EXPECT_THAT(text, HasSubstr("test accuracy   75.00%"));
   EXPECT_THAT(text, HasSubstr("115 B (13.91x less than fp32's 1.56 KiB)"));
   EXPECT_THAT(text, HasSubstr("identical (param_checksum 0xab)"));
+}
+
+TEST(RunReportTest, PlainLaunchAddsOnlyNulls) {
+  const std::string json = SummaryJson(LaunchOutcome(), Summarize({{}}));
+  EXPECT_THAT(json, HasSubstr(R"("target_accuracy": null)"));
+  EXPECT_THAT(json, HasSubstr(R"("time_to_target_s": null)"));
+  EXPECT_THAT(json, HasSubstr(R"("geo": null)"));
+  const std::string text = SummaryText(LaunchOutcome(), Summarize({{}}));
+  EXPECT_THAT(text, Not(HasSubstr("WAN")));
+  EXPECT_THAT(text, Not(HasSubstr("time to")));
+}
+
+TEST(RunReportTest, GeoRunWithWanBytesAndTarget) {
+  RunReport report;
+  report.target_accuracy = 0.8;
+  report.time_to_target_s = 12.5;
+  report.step_to_target = 99;
+  report.job_wall_s = 30;
+  report.geo_mode = "terngrad";
+  report.datacenters = 3;
+  report.workers_per_dc = 2;
+  report.emulate_wan = true;
+  report.wan_mbit = 100;
+  report.wan_bytes_up = 3 << 20;
+  report.wan_bytes_down = 1 << 20;
+  report.wan_bytes_source = "the workers' messages";
+  const TrainingSummary training =
+      Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")});
+  const std::string json = SummaryJson(LaunchOutcome(), training, report);
+  EXPECT_THAT(json, HasSubstr(R"("target_accuracy": 0.8)"));
+  EXPECT_THAT(json, HasSubstr(R"("time_to_target_s": 12.5)"));
+  EXPECT_THAT(json, HasSubstr(R"("step_to_target": 99)"));
+  EXPECT_THAT(json, HasSubstr(R"("job_wall_s": 30)"));
+  EXPECT_THAT(json, HasSubstr(R"("mode": "terngrad")"));
+  EXPECT_THAT(json, HasSubstr(R"("wan_bytes": 4194304)"));
+  EXPECT_THAT(json, HasSubstr(R"("wan_bytes_up": 3145728)"));
+  EXPECT_THAT(json, HasSubstr(R"("lps_checksums": null)"));
+  const std::string text = SummaryText(LaunchOutcome(), training, report);
+  EXPECT_THAT(text, HasSubstr("time to 80.00%  12.5 s (step 99, worker 0)"));
+  EXPECT_THAT(text, HasSubstr("terngrad, 3 data center(s) x 2 worker(s), "
+                              "emulated WAN at 100 mbit/s per link"));
+  EXPECT_THAT(text, HasSubstr("WAN bytes       4.00 MiB (up 3.00 MiB, down "
+                              "1.00 MiB; the workers' messages)"));
+  EXPECT_THAT(text, HasSubstr("identical (param_checksum 0xab)"));
+}
+
+TEST(RunReportTest, LpsModeComparesLpsChecksumsAndSaysWhyBytesAreMissing) {
+  RunReport report;
+  report.target_accuracy = 0.99;
+  report.geo_mode = "weightgrad";
+  report.datacenters = 2;
+  report.workers_per_dc = 1;
+  report.lps_mode = true;
+  report.lps_checksums = {"0x01", "0x01"};
+  report.wan_bytes_source = "no log";
+  EXPECT_TRUE(LpsChecksumsAgree(report));
+  const TrainingSummary training =
+      Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xcd")});
+  std::string text = SummaryText(LaunchOutcome(), training, report);
+  EXPECT_THAT(text, HasSubstr("differ by design"));
+  EXPECT_THAT(text, HasSubstr("LPS checksums agree (0x01)"));
+  EXPECT_THAT(text, HasSubstr("WAN bytes       unavailable (no log)"));
+  EXPECT_THAT(text, HasSubstr("time to 99.00%  not reached"));
+  EXPECT_THAT(text, HasSubstr("on loopback"));
+  const std::string json = SummaryJson(LaunchOutcome(), training, report);
+  EXPECT_THAT(json, HasSubstr(R"("wan_bytes": null)"));
+  EXPECT_THAT(json, HasSubstr(R"("lps_checksums_agree": true)"));
+  EXPECT_THAT(json, HasSubstr(R"("time_to_target_s": null)"));
+
+  report.lps_checksums = {"0x01", ""};
+  EXPECT_FALSE(LpsChecksumsAgree(report));
+  text = SummaryText(LaunchOutcome(), training, report);
+  EXPECT_THAT(text, HasSubstr("NOT confirmed equal: [0x01, none]"));
+  report.lps_checksums = {"0x01", "0x02"};
+  EXPECT_FALSE(LpsChecksumsAgree(report));
+  report.lps_checksums = {};
+  EXPECT_FALSE(LpsChecksumsAgree(report));
 }
 
 }  // namespace

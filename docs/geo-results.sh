@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Compares the four geo-distributed modes of DESIGN.md section 4 on one
+# benchmark: one `tern launch --geo=MODE` per mode, the same model, data,
+# seed, steps and cluster shape for all (K data centers x W workers), then
+# one markdown row each from the runs' summary.json.
+#
+#   docs/geo-results.sh [--modes "baseline terngrad gaia weightgrad"]
+#                       [--datacenters K] [--workers_per_dc W]
+#                       [--model lenet] [--dataset fashion-mnist]
+#                       [--steps N] [--eval_every N] [--target ACC]
+#                       [--sync_every N] [--emulate_wan] [--wan_mbit W]
+#                       [--out DIR] [--tern PATH] [-- extra launch flags]
+#
+# Defaults: 3 x 2, LeNet, Fashion-MNIST, 1000 steps, evaluation every 100,
+# target 0.80, seed 7. --emulate_wan (root only) runs every mode over
+# deploy/wan/tern-wan's emulated WAN, by default 10x slower than its nominal
+# 1 GbE LAN (100 mbit/s per link; --wan_mbit changes it). Columns: worker
+# 0's final test accuracy; WAN bytes (baseline/terngrad: every worker
+# message, as the shards sit in the GS's region; gaia/weightgrad: the
+# LPS<->GS payloads); the job's wall time (launch's own WAN setup
+# excluded); worker 0's training time to the target; speedups are
+# baseline's time over the mode's. Needs a built tern (default
+# bazel-bin/tern/tern, from `bazel build -c opt //tern`) and python3. Runs
+# one mode at a time: times are comparable only inside one invocation on an
+# otherwise idle machine.
+set -euo pipefail
+
+modes="baseline terngrad gaia weightgrad"
+datacenters=3
+workers_per_dc=2
+model=lenet
+dataset=fashion-mnist
+steps=1000
+eval_every=100
+target=0.80
+sync_every=""
+emulate_wan=0
+wan_mbit=""
+out=runs/geo-results
+tern=bazel-bin/tern/tern
+extra=()
+
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --modes) modes="$2"; shift 2 ;;
+    --datacenters) datacenters="$2"; shift 2 ;;
+    --workers_per_dc) workers_per_dc="$2"; shift 2 ;;
+    --model) model="$2"; shift 2 ;;
+    --dataset) dataset="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --eval_every) eval_every="$2"; shift 2 ;;
+    --target) target="$2"; shift 2 ;;
+    --sync_every) sync_every="$2"; shift 2 ;;
+    --emulate_wan) emulate_wan=1; shift ;;
+    --wan_mbit) wan_mbit="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --tern) tern="$2"; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "geo-results.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ -x "$tern" ]] || { echo "geo-results.sh: $tern is missing; run: bazel build -c opt //tern" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "geo-results.sh: python3 is needed for the table" >&2; exit 2; }
+if [[ "$emulate_wan" == 1 && $EUID -ne 0 ]]; then
+  echo "geo-results.sh: --emulate_wan needs root" >&2
+  exit 2
+fi
+[[ -z "$wan_mbit" || "$emulate_wan" == 1 ]] || { echo "geo-results.sh: --wan_mbit needs --emulate_wan" >&2; exit 2; }
+
+# The flags of one mode's run.
+flags_of() {
+  local mode="$1"
+  local flags=(--geo "$mode" --datacenters "$datacenters"
+    --workers_per_dc "$workers_per_dc" --model "$model" --dataset "$dataset"
+    --steps "$steps" --eval_every "$eval_every" --seed 7
+    --target_accuracy "$target" --progress_every_s 0)
+  if [[ -n "$sync_every" && ( "$mode" == gaia || "$mode" == weightgrad ) ]]; then
+    flags+=(--sync_every "$sync_every")
+  fi
+  if [[ "$emulate_wan" == 1 ]]; then
+    flags+=(--emulate_wan --wan_prefix tern-geo-)
+    [[ -z "$wan_mbit" ]] || flags+=(--wan_mbit "$wan_mbit")
+  fi
+  printf '%s\n' "${flags[@]}"
+}
+
+label="${datacenters}x${workers_per_dc}"
+[[ "$emulate_wan" == 1 ]] && label="$label-wan${wan_mbit}"
+dir="$out/$model-$label"
+mkdir -p "$dir"
+for mode in $modes; do
+  run="$dir/$mode"
+  rm -rf "$run"
+  echo "== $mode: $datacenters x $workers_per_dc workers, $steps steps" >&2
+  mapfile -t flags < <(flags_of "$mode")
+  "$tern" launch "${flags[@]}" --out_dir "$run" ${extra[@]+"${extra[@]}"} \
+    >"$run.log" 2>&1 || echo "   failed: see $run.log" >&2
+done
+
+python3 - "$dir" "$target" $modes <<'EOF'
+import json, os, sys
+root, target, names = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+def load(name):
+    path = os.path.join(root, name, "summary.json")
+    return json.load(open(path)) if os.path.exists(path) else None
+def size(b):
+    if b is None:
+        return "unavailable"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale:
+            return "%.2f %s" % (b / scale, unit)
+    return "%d B" % b
+def ratio(a, b):
+    return "%.2fx" % (a / b) if a and b else "-"
+base = load("baseline")
+print("| mode | test acc | WAN bytes | wall time | time to %.0f%% | speedup (wall) | speedup (to target) |" % (100 * target))
+print("|---|---|---|---|---|---|---|")
+for name in names:
+    s = load(name)
+    if s is None or s.get("status") != "ok":
+        print("| %s | failed | | | | | |" % name)
+        continue
+    acc = s.get("final_test_accuracy")
+    geo = s.get("geo") or {}
+    ttt = s.get("time_to_target_s")
+    print("| %s | %s | %s | %.1f s | %s | %s | %s |" % (
+        name, "%.2f%%" % (100 * acc) if acc is not None else "-",
+        size(geo.get("wan_bytes")), s["job_wall_s"],
+        "%.1f s" % ttt if ttt is not None else "not reached",
+        ratio(base and base.get("job_wall_s"), s["job_wall_s"]),
+        ratio(base and base.get("time_to_target_s"), ttt)))
+EOF
