@@ -24,7 +24,7 @@
 #include "global/gs_flags.h"
 #include "global/gs_main.h"
 #include "global/gs_options.h"
-#include "kernels/codec_bench.h"
+#include "kernels/kernel_bench.h"
 #include "server/ps_flags.h"
 #include "server/ps_main.h"
 #include "server/ps_options.h"
@@ -131,10 +131,18 @@ int Main(int argc, char** argv) {
                "the same run, BENCHMARKS.md)");
   bench->require_subcommand(1, 1);
   CLI::App* bench_kernels = bench->add_subcommand(
-      "kernels", "CPU codec throughput per stage, as GB/s of fp32 input and "
-                 "as a ratio to memcpy and to a read-only sum; extra "
-                 "arguments go to Google Benchmark (e.g. "
-                 "--benchmark_filter=terngrad)");
+      "kernels", "Codec throughput per stage, as GB/s of fp32 input and as a "
+                 "ratio to references timed in the same run (CPU: memcpy "
+                 "and a read-only sum; CUDA: a device-to-device cudaMemcpy "
+                 "and a read-only reduction); extra arguments go to the "
+                 "benchmark (CPU: Google Benchmark, e.g. "
+                 "--benchmark_filter=terngrad; CUDA: --elements, --workers, "
+                 "--runs)");
+  std::string bench_device = "cpu";
+  bench_kernels
+      ->add_option("--device", bench_device,
+                   "cpu, or cuda in a tern built with --config=cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   bench_kernels->allow_extras();
 
   try {
@@ -179,7 +187,8 @@ int Main(int argc, char** argv) {
     std::vector<std::string> extras = bench_kernels->remaining();
     std::vector<char*> args = {argv[0]};
     for (std::string& extra : extras) args.push_back(extra.data());
-    return kernels::RunCodecBench(static_cast<int>(args.size()), args.data());
+    return kernels::RunKernelBench(bench_device, static_cast<int>(args.size()),
+                                   args.data());
   }
   if (absl::Status status =
           ValidateLaunchOptions(launch_options, ::geteuid() == 0);
