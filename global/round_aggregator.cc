@@ -360,14 +360,28 @@ absl::StatusOr<RegisterReply> RoundAggregator::Register(
 // --- SyncRound ---
 
 absl::StatusOr<RoundAggregator::Decoded> RoundAggregator::Decode(
-    const SyncRequest& request,
-    const std::vector<const ChunkSpec*>& specs) const {
+    const SyncRequest& request, const std::vector<const ChunkSpec*>& specs,
+    const kernels::Codec* fp32) const {
   Decoded decoded;
   decoded.chunks.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
-    const ChunkSpec& spec = *specs[i];
     const uint32_t key = request.updates[i].chunk_key;
     const kernels::Payload& update = request.updates[i].payload;
+    // An LPS's final synchronization sends every chunk exactly, in fp32
+    // RAW, whatever the registered update codec (server/WEIGHTGRAD.md); the
+    // chunk's average is then answered in fp32 too (CloseRound).
+    ChunkSpec exact_spec;
+    const bool exact = update.codec == kernels::CodecId::kFp32 &&
+                       update.layout == kernels::Layout::kRaw &&
+                       specs[i]->codec != kernels::CodecId::kFp32;
+    if (exact) {
+      exact_spec = *specs[i];
+      exact_spec.codec = kernels::CodecId::kFp32;
+      exact_spec.layout = kernels::Layout::kRaw;
+      exact_spec.kernel = fp32;
+      decoded.exact.push_back(key);
+    }
+    const ChunkSpec& spec = exact ? exact_spec : *specs[i];
     auto invalid = [&](const std::string& what) {
       return absl::InvalidArgumentError(
           absl::StrCat("round ", request.round, ": chunk ", key,
@@ -433,6 +447,7 @@ void RoundAggregator::SyncRound(const SyncRequest& request, SyncCallback done) {
 
   // 1. Under the lock: is this request expected, and which chunks are they?
   std::vector<const ChunkSpec*> specs(request.updates.size(), nullptr);
+  const kernels::Codec* fp32 = nullptr;
   {
     Deferred deferred;
     absl::MutexLock lock(&mu_);
@@ -510,12 +525,13 @@ void RoundAggregator::SyncRound(const SyncRequest& request, SyncCallback done) {
       }
       if (!seen.insert(key).second) return refuse(invalid(" appears twice"));
       specs[i] = &chunks_[key];
+      fp32 = fp32_codec_.get();
     }
     adding_[d] = true;
   }
 
   // 2. Without the lock: validate and decode every update.
-  absl::StatusOr<Decoded> decoded = Decode(request, specs);
+  absl::StatusOr<Decoded> decoded = Decode(request, specs, fp32);
 
   // 3. Under the lock: add the updates to the round open now.
   Deferred deferred;
@@ -560,6 +576,7 @@ void RoundAggregator::SyncRound(const SyncRequest& request, SyncCallback done) {
       for (size_t j = 0; j < sum.size(); ++j) sum[j] += values[j];
     }
   }
+  exact_chunks_.insert(decoded->exact.begin(), decoded->exact.end());
   contributions_.push_back(Contribution{d, round});
   round_bytes_in_ += decoded->bytes;
   stats_.bytes_in += decoded->bytes;
@@ -668,6 +685,8 @@ void RoundAggregator::CloseRound(absl::Time now, Deferred* deferred) {
     }
     sums_[d].clear();
   }
+  const absl::flat_hash_set<uint32_t> exact = std::move(exact_chunks_);
+  exact_chunks_.clear();
 
   auto answer = std::make_shared<RoundAnswer>();
   answer->round = open_round_;
@@ -684,8 +703,14 @@ void RoundAggregator::CloseRound(absl::Time now, Deferred* deferred) {
         return;
       }
     }
+    ChunkSpec spec = chunks_[key];
+    if (exact.contains(key)) {
+      spec.codec = kernels::CodecId::kFp32;
+      spec.layout = kernels::Layout::kRaw;
+      spec.kernel = fp32_codec_.get();
+    }
     absl::StatusOr<kernels::Payload> payload =
-        EncodeAverage(key, chunks_[key], std::move(sum));
+        EncodeAverage(key, spec, std::move(sum));
     if (!payload.ok()) {
       FailRun(absl::InternalError(
                   absl::StrCat("round ", open_round_, ": chunk ", key,

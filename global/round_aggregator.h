@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -160,6 +161,9 @@ class RoundAggregator {
   // A request's chunks, decoded.
   struct Decoded {
     std::vector<std::pair<uint32_t, std::vector<float>>> chunks;
+    // Chunks sent in fp32 RAW although their codec is another (an LPS's
+    // final synchronization): their average is answered in fp32.
+    std::vector<uint32_t> exact;
     uint64_t bytes = 0;
   };
   struct Waiter {
@@ -180,9 +184,10 @@ class RoundAggregator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Validates and decodes every update outside the lock: codec, layout,
   // version, count, summands, the bytes (the kernels decoders), NaN/Inf.
-  absl::StatusOr<Decoded> Decode(
-      const SyncRequest& request,
-      const std::vector<const ChunkSpec*>& specs) const;
+  // `fp32` decodes the updates sent in fp32 RAW in place of their codec.
+  absl::StatusOr<Decoded> Decode(const SyncRequest& request,
+                                 const std::vector<const ChunkSpec*>& specs,
+                                 const kernels::Codec* fp32) const;
   // Closes the open round when all K sent it, or when T_global has passed
   // and no data center lags beyond max_lag (else starts a hold).
   void MaybeClose(absl::Time now, Deferred* deferred)
@@ -243,6 +248,9 @@ class RoundAggregator {
       ABSL_GUARDED_BY(mu_);
   std::vector<Contribution> contributions_ ABSL_GUARDED_BY(mu_);
   uint64_t round_bytes_in_ ABSL_GUARDED_BY(mu_) = 0;
+  // Chunks of the open round some data center sent in fp32 RAW in place of
+  // their codec: answered in fp32.
+  absl::flat_hash_set<uint32_t> exact_chunks_ ABSL_GUARDED_BY(mu_);
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   // Set while the open round is held.
   std::optional<absl::Time> hold_began_ ABSL_GUARDED_BY(mu_);

@@ -675,11 +675,16 @@ INSTANTIATE_TEST_SUITE_P(
                     r->updates[1].chunk_key = 1;
                   },
                   "chunk 1 of data center 1: 8 elements, but the chunk has 4"},
+        // (fp32 RAW is taken for any chunk: an LPS's final
+        // synchronization; another codec is not.)
         BadUpdate{"Codec",
                   [](SyncRequest* r) {
-                    r->updates[1] = Fp32Update(1, {1, 2, 3, 4});
+                    r->updates[1] = ChunkPayload{
+                        1, *Codec(CodecId::kFp16, Layout::kRaw)
+                                ->Encode(std::vector<float>{1, 2, 3, 4},
+                                         kernels::EncodeContext())};
                   },
-                  "chunk 1 of data center 1: codec fp32"},
+                  "chunk 1 of data center 1: codec fp16"},
         BadUpdate{"Layout",
                   [](SyncRequest* r) {
                     r->updates[0].payload.layout = Layout::kTernaryBase3;
@@ -930,6 +935,41 @@ TEST(RegisterTest, Fp32ChunksTravelInFp32WhateverTheUpdateCodec) {
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ((*answer)->average[0].payload.codec, CodecId::kFp32);
   ExpectSameBits(DecodeFp32((*answer)->average[0].payload), {1.5f, -2});
+}
+
+// An LPS's final synchronization sends fp32 RAW for chunks registered as
+// terngrad (server/WEIGHTGRAD.md): they are averaged with the others and
+// that round's answer of the chunk is fp32; the next round is terngrad
+// again.
+TEST(RoundAggregatorTest, Fp32UpdatesOfATernGradChunkAreAnsweredInFp32) {
+  constexpr uint64_t kN = 33;
+  Fixture f(2);
+  RegisterAll(f.gs.get(), 2, {kN}, CodecId::kTernGrad, Layout::kTernary2Bit);
+  const auto ternary = Codec(CodecId::kTernGrad, Layout::kTernary2Bit);
+  kernels::EncodeContext context;
+  context.stream = RandomStream{kSeed, 0, 0, 1};
+  const kernels::Payload tern = *ternary->Encode(Values(kN, 3), context);
+  std::vector<float> tern_values(kN);
+  ASSERT_TRUE(ternary->Decode(tern, absl::MakeSpan(tern_values)).ok());
+  const std::vector<float> exact = Values(kN, 4);
+  auto p0 = f.Send(Request(0, 0, {Fp32Update(0, exact)}));
+  auto p1 = f.Send(Request(1, 0, {ChunkPayload{0, tern}}));
+  const absl::StatusOr<RoundAnswerPtr> answer = p0->Wait();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  const kernels::Payload& got = (*answer)->average[0].payload;
+  EXPECT_EQ(got.codec, CodecId::kFp32);
+  EXPECT_EQ(got.layout, Layout::kRaw);
+  std::vector<float> expected(kN);
+  for (uint64_t j = 0; j < kN; ++j) {
+    expected[j] = (exact[j] + tern_values[j]) / 2.0f;
+  }
+  ExpectSameBits(DecodeFp32(got), expected);
+
+  auto q0 = f.Send(Request(0, 1, {ChunkPayload{0, tern}}));
+  auto q1 = f.Send(Request(1, 1, {ChunkPayload{0, tern}}));
+  const absl::StatusOr<RoundAnswerPtr> next = q0->Wait();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ((*next)->average[0].payload.codec, CodecId::kTernGrad);
 }
 
 // --- options and shutdown ---

@@ -311,6 +311,13 @@ void Aggregator::FailRun(absl::Status status, Deferred* deferred) {
 
 absl::Status Aggregator::CheckJoinOptions(const JoinRequest& request) const {
   const uint32_t shard = options_.shard_index;
+  if (request.config.mode != RunMode::kTernGrad) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", request.worker_id,
+        " runs --mode=", RunModeName(request.config.mode), ", but shard ",
+        shard, " serves --mode=terngrad (start `tern ps --mode=",
+        RunModeName(request.config.mode), "`)"));
+  }
   if (request.worker_id >= options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker_id ", request.worker_id, " is not below --num_workers=",

@@ -336,6 +336,46 @@ absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
   return request;
 }
 
+absl::StatusOr<SyncRound> GradientSynchronizer::BuildFinalRound(
+    uint64_t round) {
+  if (round != next_round_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "final round %d asked for; the next round is %d", round, next_round_));
+  }
+  if (!waiting_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("final round %d: round %d still waits for its answer",
+                        round, waiting_.front().round));
+  }
+  SyncRound request;
+  request.round = round;
+  request.local_step = state_->completed_steps();
+  WaitingRound waiting;
+  waiting.round = round;
+  for (const ChunkSync& chunk : chunks_) {
+    const absl::Span<const float> weights = *state_->Weights(chunk.key);
+    std::vector<float> update = Update(chunk, weights);
+    absl::StatusOr<kernels::Payload> payload =
+        fp32_->Encode(update, kernels::EncodeContext());
+    if (!payload.ok()) return payload.status();
+    request.decisions.push_back(ChunkDecision{chunk.key, 1.0, true});
+    waiting.sent_updates[chunk.key] = std::move(update);
+    request.updates.push_back(ChunkPayload{chunk.key, *std::move(payload)});
+  }
+  for (ChunkSync& chunk : chunks_) {
+    std::fill(chunk.gradient_sum.begin(), chunk.gradient_sum.end(), 0.0f);
+    chunk.gradients = 0;
+    chunk.path = 0.0;
+    // Everything travels: nothing is held back any more.
+    std::vector<float>().swap(chunk.held_back);
+  }
+  waiting.sent = options_.clock();
+  waiting_.push_back(std::move(waiting));
+  last_round_step_ = state_->completed_steps();
+  ++next_round_;
+  return request;
+}
+
 absl::StatusOr<const kernels::Codec*> GradientSynchronizer::AnswerCodec(
     kernels::CodecId id) const {
   const auto it = answer_codecs_.find(id);

@@ -152,6 +152,14 @@ class GradientSynchronizer {
   // the time of the call counts as the round's send time.
   absl::StatusOr<SyncRound> BuildRound(uint64_t round);
 
+  // The final synchronization (server/WEIGHTGRAD.md): round `round` sends
+  // every chunk's whole U in fp32 (exact, whatever the mode, no
+  // threshold). Once its answer is applied, U_sent = U leaves no residual,
+  // so W = W_last in every data center: the same bits everywhere (the GS
+  // answers a chunk sent in fp32 in fp32). FAILED_PRECONDITION unless
+  // `round` is next_round() and no round waits for its answer.
+  absl::StatusOr<SyncRound> BuildFinalRound(uint64_t round);
+
   // Applies the GS's answer to round `round`: `average` holds A_k for
   // every chunk any data center sent (fp32, fp16, terngrad or int8
   // payloads). FAILED_PRECONDITION unless `round` is the oldest round

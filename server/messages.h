@@ -31,6 +31,39 @@ struct CodecParams {
   uint32_t qsgd_bucket = kernels::CodecOptions{}.qsgd_bucket;
 };
 
+// RunConfig.mode: how the shard trains (DESIGN sections 3 and 4). The
+// values are the wire's (tern.v1.Mode).
+enum class RunMode : uint32_t {
+  kTernGrad = 0,
+  kWeightGrad = 1,
+  kGaia = 2,
+};
+
+// "terngrad", "weightgrad" or "gaia".
+inline const char* RunModeName(RunMode mode) {
+  switch (mode) {
+    case RunMode::kTernGrad:
+      return "terngrad";
+    case RunMode::kWeightGrad:
+      return "weightgrad";
+    case RunMode::kGaia:
+      return "gaia";
+  }
+  return "unknown";
+}
+
+// RunConfig.optimizer: the LPS's momentum SGD in the weightgrad and gaia
+// modes (proto/tern/v1/parameter_server.proto).
+struct OptimizerConfig {
+  double lr = 0;
+  double momentum = 0;
+  double weight_decay = 0;
+  std::string lr_schedule;
+  uint64_t lr_step_every = 0;
+  double lr_gamma = 0;
+  uint64_t steps = 0;
+};
+
 // What every worker and shard must agree on before step 0.
 struct RunConfig {
   std::string run_id;
@@ -46,6 +79,8 @@ struct RunConfig {
   // Chunks that travel in fp32 whatever `codec` is.
   std::vector<uint32_t> fp32_chunk_keys;
   CodecParams codec_params;
+  RunMode mode = RunMode::kTernGrad;
+  OptimizerConfig optimizer;
 };
 
 // The options the run's codec is made with, the same as the workers':
@@ -77,6 +112,11 @@ struct TensorSpec {
   std::vector<int64_t> shape;
 };
 
+struct ChunkPayload {
+  uint32_t chunk_key = 0;
+  kernels::Payload payload;
+};
+
 struct JoinRequest {
   uint32_t worker_id = 0;
   uint32_t shard_index = 0;
@@ -84,6 +124,9 @@ struct JoinRequest {
   std::vector<TensorSpec> tensors;  // the ParamSpec
   uint64_t param_spec_hash = 0;
   uint64_t param_checksum = 0;
+  // Weightgrad and gaia: worker 0's initial weights of the shard's chunks
+  // (fp32 RAW, key order); empty otherwise.
+  std::vector<ChunkPayload> initial_weights;
 };
 
 struct JoinReply {
@@ -111,11 +154,6 @@ struct ScalerReply {
   std::vector<ChunkScaler> scalers;
 };
 
-struct ChunkPayload {
-  uint32_t chunk_key = 0;
-  kernels::Payload payload;
-};
-
 struct PushRequest {
   uint32_t worker_id = 0;
   uint64_t step = 0;
@@ -124,8 +162,12 @@ struct PushRequest {
 
 struct PushReply {
   uint64_t step = 0;
-  // The aggregate of every chunk of the shard, in key order.
+  // The aggregate of every chunk of the shard, in key order (weightgrad
+  // and gaia: its current weights).
   std::vector<ChunkPayload> chunks;
+  // Weightgrad and gaia, on the answer to the run's last step: the LPS's
+  // weight checksum after the final synchronization; 0 otherwise.
+  uint64_t param_checksum = 0;
 };
 
 }  // namespace tern::server

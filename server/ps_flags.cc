@@ -96,6 +96,39 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "log_level", &o->log_level,
        "trace, debug (one line per step), info, warn, error, critical or off")
       ->check(LogLevel());
+  Flag(app, "mode", &o->mode,
+       "terngrad: a TernGrad shard (DESIGN section 3); weightgrad: a "
+       "WeightGrad local parameter server (LPS) of one data center, which "
+       "applies each worker's ternary gradient at once and answers with its "
+       "weights; gaia: the same with fp32 gradients and Gaia's element-wise "
+       "filter between data centers (server/WEIGHTGRAD.md)")
+      ->check(CLI::IsMember({"terngrad", "weightgrad", "gaia"}));
+  Flag(app, "global", &o->global,
+       "weightgrad/gaia: host:port of `tern global`; empty: a single data "
+       "center, no rounds");
+  Flag(app, "datacenter", &o->datacenter,
+       "weightgrad/gaia: this data center's index in [0, num_datacenters)");
+  Flag(app, "num_datacenters", &o->num_datacenters,
+       "weightgrad/gaia: K, the data centers the global server expects")
+      ->check(CLI::Range(1u, kU32Max));
+  Flag(app, "sync_every", &o->sync_every,
+       "weightgrad/gaia: local steps per round with the global server")
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
+  Flag(app, "sync_timeout_s", &o->sync_timeout_s,
+       "weightgrad/gaia: how long the global server may leave a round "
+       "unanswered before the LPS holds its workers' answers (at most "
+       "--barrier_timeout_s each)")
+      ->check(FinitePositive());
+  Flag(app, "g_thresh", &o->g_thresh,
+       "weightgrad: the significance a chunk's accumulated update needs to "
+       "be sent, in [0, 1] (net displacement over path length); 0: the "
+       "paper's dynamic threshold")
+      ->check(CLI::Range(0.0, 1.0));
+  Flag(app, "weight_codec", &o->weight_codec,
+       "weightgrad/gaia: how the LPS sends its weights to the workers: "
+       "ternary (2 bits per weight), int8 or fp32; empty: ternary for "
+       "weightgrad, fp32 for gaia")
+      ->check(CLI::IsMember({"", "ternary", "int8", "fp32"}));
 }
 
 absl::Status ValidatePsOptions(const PsOptions& o) {
@@ -132,6 +165,47 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
       !level.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: ", level.status().message()));
+  }
+  if (o.mode != "terngrad" && o.mode != "weightgrad" && o.mode != "gaia") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mode: '", o.mode, "' is not terngrad, weightgrad or gaia"));
+  }
+  if (o.mode == "terngrad") return absl::OkStatus();
+  if (o.num_shards != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num_shards=", o.num_shards, " with --mode=", o.mode,
+        ": a data center has one LPS shard (sharding the LPS is not "
+        "supported yet)"));
+  }
+  if (!o.global.empty() && !IsHostPort(o.global)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global: '", o.global, "' is not of the form host:port"));
+  }
+  if (o.num_datacenters == 0 || o.datacenter >= o.num_datacenters) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--datacenter=", o.datacenter,
+                     " is not below --num_datacenters=", o.num_datacenters));
+  }
+  if (o.global.empty() && o.num_datacenters > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num_datacenters=", o.num_datacenters,
+                     " needs --global (the global server's host:port)"));
+  }
+  if (o.sync_every == 0) {
+    return absl::InvalidArgumentError("--sync_every must be at least 1");
+  }
+  if (!std::isfinite(o.sync_timeout_s) || !(o.sync_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "--sync_timeout_s must be a finite number > 0");
+  }
+  if (!std::isfinite(o.g_thresh) || o.g_thresh < 0 || o.g_thresh > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--g_thresh=", o.g_thresh, " is not in [0, 1]"));
+  }
+  if (!o.weight_codec.empty() && o.weight_codec != "ternary" &&
+      o.weight_codec != "int8" && o.weight_codec != "fp32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--weight_codec: '", o.weight_codec, "' is not ternary, int8 or fp32"));
   }
   return absl::OkStatus();
 }

@@ -37,7 +37,9 @@ TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
   const std::string help = parsed.app.help();
   for (const char* name :
        {"listen", "port_file", "shard_index", "num_shards", "num_workers",
-        "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level"}) {
+        "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level",
+        "mode", "global", "datacenter", "num_datacenters", "sync_every",
+        "sync_timeout_s", "g_thresh", "weight_codec"}) {
     const std::string flag = std::string("--") + name;
     EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
     std::string env = std::string("TERN_") + name;
@@ -45,6 +47,34 @@ TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
     EXPECT_THAT(help, HasSubstr(env));
   }
   EXPECT_THAT(help, HasSubstr("127.0.0.1:50051"));  // defaults are shown
+}
+
+TEST(PsFlagsTest, WeightGradFlagsParseAndAreChecked) {
+  Parsed parsed;
+  parsed.Parse(
+      "--mode=weightgrad --global=gs:50061 --datacenter=1 "
+      "--num_datacenters=2 --sync_every=5 --g_thresh=0.3 --weight_codec=int8");
+  EXPECT_EQ(parsed.options.mode, "weightgrad");
+  EXPECT_EQ(parsed.options.global, "gs:50061");
+  EXPECT_EQ(parsed.options.datacenter, 1u);
+  EXPECT_EQ(parsed.options.sync_every, 5u);
+  EXPECT_EQ(parsed.options.weight_codec, "int8");
+  EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
+
+  PsOptions sharded = parsed.options;
+  sharded.num_shards = 2;
+  EXPECT_THAT(std::string(ValidatePsOptions(sharded).message()),
+              HasSubstr("--num_shards=2 with --mode=weightgrad"));
+  PsOptions no_global = parsed.options;
+  no_global.global.clear();
+  EXPECT_THAT(std::string(ValidatePsOptions(no_global).message()),
+              HasSubstr("needs --global"));
+  PsOptions outside = parsed.options;
+  outside.datacenter = 2;
+  EXPECT_THAT(std::string(ValidatePsOptions(outside).message()),
+              HasSubstr("--datacenter=2 is not below --num_datacenters=2"));
+  EXPECT_THROW(Parsed().Parse("--mode=weightgrads"), CLI::ParseError);
+  EXPECT_THROW(Parsed().Parse("--weight_codec=fp16"), CLI::ParseError);
 }
 
 TEST(PsFlagsTest, DefaultsStayWhenNothingIsGiven) {

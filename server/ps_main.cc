@@ -20,6 +20,9 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/aggregator.h"
+#include "server/gs_link.h"
+#include "server/local_ps.h"
+#include "server/lps_service.h"
 #include "server/ps_flags.h"
 #include "server/ps_service.h"
 
@@ -64,6 +67,110 @@ class BlockedSignals {
   sigset_t previous_;
 };
 
+// `tern ps --mode=weightgrad|gaia`: a local parameter server and its link
+// to the global server (server/WEIGHTGRAD.md).
+int RunLocalParameterServer(const PsOptions& options, Logger logger,
+                            const BlockedSignals& signals) {
+  LocalPsOptions lps_options;
+  lps_options.mode =
+      options.mode == "gaia" ? RunMode::kGaia : RunMode::kWeightGrad;
+  lps_options.num_workers = options.num_workers;
+  std::string weight_codec = options.weight_codec;
+  if (weight_codec.empty()) {
+    weight_codec = options.mode == "gaia" ? "fp32" : "ternary";
+  }
+  lps_options.weight_codec = weight_codec == "ternary"
+                                 ? kernels::CodecId::kTernGrad
+                             : weight_codec == "int8" ? kernels::CodecId::kInt8
+                                                      : kernels::CodecId::kFp32;
+  lps_options.global = !options.global.empty();
+  lps_options.global_name =
+      absl::StrCat("the global server at ", options.global);
+  lps_options.sync_every = options.sync_every;
+  if (options.g_thresh > 0) lps_options.g_thresh = options.g_thresh;
+  lps_options.sync_timeout = absl::Seconds(options.sync_timeout_s);
+  lps_options.hold_limit = absl::Seconds(options.barrier_timeout_s);
+  lps_options.join_timeout = absl::Seconds(options.join_timeout_s);
+  lps_options.max_message_bytes = static_cast<uint64_t>(options.max_message_mb)
+                                  << 20;
+  absl::StatusOr<std::unique_ptr<LocalPs>> lps =
+      LocalPs::Create(std::move(lps_options), logger);
+  if (!lps.ok()) {
+    logger->error("{}", std::string(lps.status().message()));
+    return kExitConfigError;
+  }
+  LpsService service(lps->get(), logger);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+                           &port);
+  const int max_message_bytes = static_cast<int>(options.max_message_mb) << 20;
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(max_message_bytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    logger->error("cannot listen on {} (is the port in use?)", options.listen);
+    return kExitTransient;
+  }
+  std::unique_ptr<GsLink> link;
+  if (!options.global.empty()) {
+    GsLinkOptions link_options;
+    link_options.address = options.global;
+    link_options.datacenter = options.datacenter;
+    link_options.num_datacenters = options.num_datacenters;
+    link_options.give_up = absl::Seconds(options.join_timeout_s);
+    link_options.max_message_bytes = max_message_bytes;
+    link = std::make_unique<GsLink>(link_options, lps->get(), logger);
+    link->Start();
+  }
+  const auto shut_down = [&] {
+    if (link != nullptr) link->Stop();
+    (*lps)->Close(
+        absl::UnavailableError("the local parameter server is shutting down"));
+    server->GetHealthCheckService()->Shutdown();
+    server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+    server->Wait();
+  };
+  if (!options.port_file.empty()) {
+    if (absl::Status status = WritePortFile(options.port_file, port);
+        !status.ok()) {
+      logger->error("{}", std::string(status.message()));
+      shut_down();
+      return kExitConfigError;
+    }
+  }
+  logger->info(
+      "LPS of data center {} of {} ({}, weights in {}) serving on {} (port "
+      "{}) for {} workers; {}",
+      options.datacenter, options.num_datacenters, options.mode, weight_codec,
+      options.listen, port, options.num_workers,
+      options.global.empty()
+          ? std::string("no global server")
+          : absl::StrCat("global server ", options.global, ", a round every ",
+                         options.sync_every, " steps"));
+
+  int exit_code = kExitOk;
+  while (true) {
+    if (const int signal = signals.Wait(kTick); signal != 0) {
+      logger->info("{} received: shutting down", strsignal(signal));
+      break;
+    }
+    if (absl::Status status = (*lps)->ExpireWaits(absl::Now()); !status.ok()) {
+      logger->error("{}; exiting", std::string(status.message()));
+      exit_code = kExitTransient;
+      break;
+    }
+  }
+  shut_down();
+  logger->info("stopped at step {}, {}checksum {}", (*lps)->completed_steps(),
+               (*lps)->finished() ? "final " : "",
+               FormatChecksum((*lps)->checksum()));
+  return exit_code;
+}
+
 }  // namespace
 
 absl::Status WritePortFile(const std::string& path, int port) {
@@ -94,7 +201,9 @@ absl::Status WritePortFile(const std::string& path, int port) {
 
 int RunParameterServer(const PsOptions& options, Logger logger) {
   if (logger == nullptr) {
-    logger = MakeLogger("ps", absl::StrCat(options.shard_index));
+    logger = options.mode == "terngrad"
+                 ? MakeLogger("ps", absl::StrCat(options.shard_index))
+                 : MakeLogger("lps", absl::StrCat(options.datacenter));
   }
   if (absl::Status status = ValidatePsOptions(options); !status.ok()) {
     logger->error("{}", std::string(status.message()));
@@ -104,6 +213,9 @@ int RunParameterServer(const PsOptions& options, Logger logger) {
 
   // Before gRPC starts its threads, so that they inherit the mask.
   const BlockedSignals signals;
+  if (options.mode != "terngrad") {
+    return RunLocalParameterServer(options, logger, signals);
+  }
 
   AggregatorOptions aggregator_options;
   aggregator_options.shard_index = options.shard_index;

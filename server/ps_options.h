@@ -27,6 +27,27 @@ struct PsOptions {
   // refuses a model whose share on this shard would not fit in fp32.
   uint32_t max_message_mb = 64;
   std::string log_level = "info";
+
+  // --- WeightGrad (DESIGN section 4; server/WEIGHTGRAD.md) ---
+  // terngrad (the TernGrad shard) | weightgrad | gaia (a local parameter
+  // server, LPS, of one data center).
+  std::string mode = "terngrad";
+  // host:port of `tern global`; empty: a single data center, no WAN rounds.
+  std::string global;
+  // This data center's index in [0, num_datacenters), and K.
+  uint32_t datacenter = 0;
+  uint32_t num_datacenters = 1;
+  // Local steps per round with the global server.
+  uint64_t sync_every = 10;
+  // How long the global server may stay silent on a round before the LPS
+  // holds its workers' answers.
+  double sync_timeout_s = 60;
+  // The significance threshold, on the (0, 1] scale of WEIGHTGRAD.md;
+  // 0: the dynamic threshold of the paper's Appendix A.2.
+  double g_thresh = 0;
+  // How the LPS sends weights to its workers: ternary | int8 | fp32; empty:
+  // ternary for weightgrad, fp32 for gaia.
+  std::string weight_codec;
 };
 
 }  // namespace tern::server

@@ -66,6 +66,25 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
                                 wire.fp32_chunk_keys().end());
   TERN_ASSIGN_OR_RETURN(config.codec_params,
                         CodecParamsFromWire(wire.codec_params()));
+  switch (wire.mode()) {
+    case tern::v1::MODE_TERNGRAD:
+    case tern::v1::MODE_WEIGHTGRAD:
+    case tern::v1::MODE_GAIA:
+      config.mode = static_cast<RunMode>(wire.mode());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("mode ", static_cast<int>(wire.mode()),
+                       " is not MODE_TERNGRAD, MODE_WEIGHTGRAD or MODE_GAIA"));
+  }
+  const tern::v1::OptimizerConfig& optimizer = wire.optimizer();
+  config.optimizer.lr = optimizer.lr();
+  config.optimizer.momentum = optimizer.momentum();
+  config.optimizer.weight_decay = optimizer.weight_decay();
+  config.optimizer.lr_schedule = optimizer.lr_schedule();
+  config.optimizer.lr_step_every = optimizer.lr_step_every();
+  config.optimizer.lr_gamma = optimizer.lr_gamma();
+  config.optimizer.steps = optimizer.steps();
   return config;
 }
 
@@ -165,6 +184,16 @@ absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire) {
   }
   request.param_spec_hash = wire.param_spec_hash();
   request.param_checksum = wire.param_checksum();
+  for (const tern::v1::ChunkPayload& chunk : wire.initial_weights()) {
+    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    if (!payload.ok()) {
+      return Prefixed(
+          payload.status(),
+          absl::StrCat("initial weights of chunk ", chunk.chunk_key()));
+    }
+    request.initial_weights.push_back(
+        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+  }
   return request;
 }
 
@@ -218,6 +247,7 @@ void ScalersToWire(const ScalerReply& reply,
 
 void PushToWire(const PushReply& reply, tern::v1::PushPullResponse* out) {
   out->set_step(reply.step);
+  out->set_param_checksum(reply.param_checksum);
   for (const ChunkPayload& chunk : reply.chunks) {
     tern::v1::ChunkPayload* wire = out->add_chunks();
     wire->set_chunk_key(chunk.chunk_key);

@@ -62,6 +62,25 @@ void ParamBuffer::GatherGradients() {
   }
 }
 
+void ParamBuffer::GatherParameters(absl::Span<float> out) const {
+  for (size_t t = 0; t < params_.size(); ++t) {
+    const torch::Tensor dense = params_[t].detach().contiguous();
+    std::memcpy(out.data() + tensor_offsets_[t], dense.data_ptr<float>(),
+                tensor_elements_[t] * sizeof(float));
+  }
+}
+
+void ParamBuffer::ScatterParameters(absl::Span<const float> values) {
+  torch::NoGradGuard no_grad;
+  for (size_t t = 0; t < params_.size(); ++t) {
+    torch::Tensor& param = params_[t];
+    const torch::Tensor source =
+        torch::from_blob(const_cast<float*>(values.data()) + tensor_offsets_[t],
+                         param.sizes(), torch::kFloat32);
+    param.copy_(source);
+  }
+}
+
 void ParamBuffer::ScatterGradients() {
   for (size_t t = 0; t < params_.size(); ++t) {
     torch::Tensor& param = params_[t];

@@ -49,6 +49,12 @@ class ParamBuffer {
   // gradient where it is undefined.
   void ScatterGradients();
 
+  // Copies every parameter into `out` (total_elements() values, flat, as
+  // the gradients), and back: the WeightGrad worker sends its initial
+  // weights this way and loads the weights its LPS answers with.
+  void GatherParameters(absl::Span<float> out) const;
+  void ScatterParameters(absl::Span<const float> values);
+
   // The flat gradient buffer and the part of it one chunk covers. Views stay
   // valid as long as this ParamBuffer lives and is not moved.
   absl::Span<float> gradients() { return absl::MakeSpan(gradients_); }

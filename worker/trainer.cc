@@ -85,13 +85,30 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   // the same the shards build from the join.
   Codecs codecs;
   TERN_ASSIGN_OR_RETURN(codecs.options, MakeRunCodecOptions(options));
-  const bool terngrad = codecs.options.id == kernels::CodecId::kTernGrad;
-  TERN_ASSIGN_OR_RETURN(codecs.run, kernels::MakeCodec(codecs.options));
   kernels::CodecOptions fp32_options;
   fp32_options.id = kernels::CodecId::kFp32;
   fp32_options.push_layout = kernels::Layout::kRaw;
   fp32_options.pull_layout = kernels::Layout::kRaw;
+  const bool lps_mode = options.mode != "terngrad";
+  // gaia: the workers push fp32 gradients.
+  if (options.mode == "gaia") codecs.options = fp32_options;
+  const bool terngrad = codecs.options.id == kernels::CodecId::kTernGrad;
+  TERN_ASSIGN_OR_RETURN(codecs.run, kernels::MakeCodec(codecs.options));
   TERN_ASSIGN_OR_RETURN(codecs.fp32, kernels::MakeCodec(fp32_options));
+  if (lps_mode) {
+    // The LPS's weight codecs (server/lps_state.h): ternary in the run's
+    // push layout (2bit when the run pushes fp32), int8, fp32.
+    kernels::CodecOptions ternary;
+    ternary.id = kernels::CodecId::kTernGrad;
+    ternary.push_layout =
+        terngrad ? codecs.options.push_layout : kernels::Layout::kTernary2Bit;
+    kernels::CodecOptions int8;
+    int8.id = kernels::CodecId::kInt8;
+    for (const kernels::CodecOptions& weight : {ternary, int8, fp32_options}) {
+      TERN_ASSIGN_OR_RETURN(codecs.weights[weight.id],
+                            kernels::MakeCodec(weight));
+    }
+  }
 
   TERN_ASSIGN_OR_RETURN(
       ChunkPlan plan,
@@ -99,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                     options.partition_bytes,
                     static_cast<uint32_t>(options.ps.size()),
                     options.fp32_tensors, options.min_compress_elems,
-                    /*share_scalers=*/terngrad));
+                    /*share_scalers=*/terngrad && !lps_mode));
   TERN_ASSIGN_OR_RETURN(const int max_message_bytes,
                         MessageBytesBound(plan.partition));
 
@@ -172,7 +189,11 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
       batches_(data_.train, options.worker_id, options.num_workers,
                options.batch_size, options.seed),
       max_message_bytes_(max_message_bytes),
-      share_scalers_(codecs_.options.id == kernels::CodecId::kTernGrad) {}
+      share_scalers_(codecs_.options.id == kernels::CodecId::kTernGrad &&
+                     options.mode == "terngrad"),
+      lps_mode_(options.mode != "terngrad") {
+  if (lps_mode_) weights_.resize(params_.total_elements());
+}
 
 const kernels::Codec& Trainer::RunCodec() const {
   return codecs_.feedback != nullptr ? codecs_.feedback->codec() : *codecs_.run;
@@ -199,6 +220,36 @@ JoinRequest Trainer::MakeJoinRequest() const {
   *request.mutable_param_spec() = params_.spec();
   request.set_param_spec_hash(params_.spec_hash());
   request.set_param_checksum(params_.Checksum());
+  if (lps_mode_) {
+    config->set_mode(options_.mode == "gaia" ? tern::v1::MODE_GAIA
+                                             : tern::v1::MODE_WEIGHTGRAD);
+    tern::v1::OptimizerConfig* optimizer = config->mutable_optimizer();
+    optimizer->set_lr(options_.lr);
+    optimizer->set_momentum(options_.optimizer == "momentum" ? options_.momentum
+                                                             : 0.0);
+    optimizer->set_weight_decay(options_.weight_decay);
+    optimizer->set_lr_schedule(options_.lr_schedule);
+    optimizer->set_lr_step_every(options_.lr_step_every);
+    optimizer->set_lr_gamma(options_.lr_gamma);
+    optimizer->set_steps(options_.steps);
+    if (options_.worker_id == 0) {
+      // The LPS starts from worker 0's weights (every worker's are the
+      // same: the checksum says so).
+      std::vector<float> flat(params_.total_elements());
+      params_.GatherParameters(absl::MakeSpan(flat));
+      for (const Chunk& chunk : plan_.partition.chunks()) {
+        absl::StatusOr<kernels::Payload> payload =
+            codecs_.fp32->Encode(absl::MakeConstSpan(flat).subspan(
+                                     chunk.flat_offset, chunk.num_elements),
+                                 kernels::EncodeContext());
+        tern::v1::ChunkPayload* wire = request.add_initial_weights();
+        wire->set_chunk_key(chunk.key);
+        // fp32 encoding of finite or not values cannot fail; the LPS
+        // refuses non-finite weights.
+        if (payload.ok()) ToWire(*std::move(payload), wire->mutable_payload());
+      }
+    }
+  }
   return request;
 }
 
@@ -300,7 +351,115 @@ absl::StatusOr<float> Trainer::Compensate(uint64_t step) {
                                             options.sample_size, stream);
 }
 
+absl::Status Trainer::LpsStep(PsClient& client, uint64_t step,
+                              StepRecord* rec) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+
+  // 1. Gradients of this worker's batch, at the weights the LPS sent.
+  absl::Time phase = absl::Now();
+  auto [images, labels] = batches_.Next();
+  model_->zero_grad();
+  const torch::Tensor loss =
+      torch::nn::functional::cross_entropy(model_->forward(images), labels);
+  loss.backward();
+  rec->loss = loss.item<double>();
+  params_.GatherGradients();
+  rec->compute_s = SecondsSince(phase);
+
+  // 2. Own scalers (and the NaN check); every chunk encoded and pushed.
+  phase = absl::Now();
+  std::vector<float> scalers;
+  TERN_RETURN_IF_ERROR(ComputeScalers(step, &scalers));
+  std::vector<ShardRequest<PushPullRequest>> pushes(1);
+  PushPullRequest& push = pushes[0].request;
+  push.set_worker_id(options_.worker_id);
+  push.set_step(step);
+  for (const Chunk& chunk : chunks) {
+    kernels::EncodeContext context;
+    context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
+                                  chunk.key, options_.worker_id};
+    // No scaler sharing: the LPS applies each gradient on its own, so the
+    // worker's own s_ik = min(c * sigma, max|g|) is the scaler.
+    context.scaler = plan_.fp32_chunk[chunk.key] ? 0.0f : scalers[chunk.key];
+    absl::StatusOr<kernels::Payload> payload =
+        CodecOf(chunk.key).Encode(params_.ChunkGradients(chunk), context);
+    if (!payload.ok()) {
+      return AtStep(
+          step, absl::Status(payload.status().code(),
+                             absl::StrCat("encoding chunk ", chunk.key, ": ",
+                                          payload.status().message())));
+    }
+    tern::v1::ChunkPayload* wire = push.add_chunks();
+    wire->set_chunk_key(chunk.key);
+    ToWire(*std::move(payload), wire->mutable_payload());
+    rec->push_bytes += PayloadBytes(wire->payload());
+  }
+  rec->push_msg_bytes += push.ByteSizeLong();
+  rec->encode_s = SecondsSince(phase);
+
+  phase = absl::Now();
+  absl::StatusOr<std::vector<tern::v1::PushPullResponse>> pulls =
+      client.PushPull(std::move(pushes));
+  if (!pulls.ok()) return AtStep(step, pulls.status());
+  rec->network_s = SecondsSince(phase);
+
+  // 3. Load the LPS's weights into the model.
+  phase = absl::Now();
+  const tern::v1::PushPullResponse& pull = (*pulls)[0];
+  rec->pull_msg_bytes += pull.ByteSizeLong();
+  const auto lps_error = [&](const std::string& what) {
+    return absl::InternalError(
+        absl::StrCat("step ", step, ": LPS (", client.name(0), "): ", what));
+  };
+  if (pull.step() != step) {
+    return lps_error(absl::StrCat("answered for step ", pull.step()));
+  }
+  if (static_cast<size_t>(pull.chunks_size()) != chunks.size()) {
+    return lps_error(absl::StrCat("answered with ", pull.chunks_size(),
+                                  " chunks, expected ", chunks.size()));
+  }
+  for (int i = 0; i < pull.chunks_size(); ++i) {
+    const tern::v1::ChunkPayload& wire = pull.chunks(i);
+    const uint32_t key = wire.chunk_key();
+    if (key != static_cast<uint32_t>(i)) {
+      return lps_error(absl::StrCat("chunk ", key, " where chunk ", i,
+                                    " belongs (key order, each once)"));
+    }
+    rec->pull_bytes += PayloadBytes(wire.payload());
+    absl::StatusOr<kernels::Payload> payload = FromWire(wire.payload());
+    absl::Status decoded = payload.status();
+    if (decoded.ok()) {
+      const auto codec = codecs_.weights.find(payload->codec);
+      decoded = codec == codecs_.weights.end()
+                    ? absl::InvalidArgumentError(absl::StrCat(
+                          "weights in ", kernels::CodecName(payload->codec),
+                          " (expected terngrad, int8 or fp32)"))
+                    : codec->second->Decode(*payload,
+                                            absl::MakeSpan(weights_).subspan(
+                                                chunks[key].flat_offset,
+                                                chunks[key].num_elements));
+    }
+    if (!decoded.ok()) {
+      return absl::Status(
+          decoded.code(),
+          absl::StrCat("step ", step, ": LPS (", client.name(0), "): chunk ",
+                       key, " of '", params_.names()[chunks[key].tensor],
+                       "': ", decoded.message()));
+    }
+  }
+  for (const float w : weights_) {
+    if (!std::isfinite(w)) {
+      return lps_error("the weights hold a non-finite value");
+    }
+  }
+  params_.ScatterParameters(weights_);
+  if (pull.param_checksum() != 0) lps_checksum_ = pull.param_checksum();
+  rec->decode_s = SecondsSince(phase);
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
+  if (lps_mode_) return LpsStep(client, step, rec);
   const std::vector<Chunk>& chunks = plan_.partition.chunks();
   const uint32_t num_shards = plan_.partition.num_shards();
 
@@ -508,8 +667,21 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
       rec.test_accuracy = evaluation->accuracy;
       rec.test_loss = evaluation->loss;
     }
-    const bool check = final || Every(options_.check_every, step);
+    // weightgrad/gaia: replicas differ by design; the check is the LPS's
+    // final checksum, which the final answer's fp32 weights must match.
+    const bool check =
+        !lps_mode_ && (final || Every(options_.check_every, step));
     if (check) rec.param_checksum = params_.Checksum();
+    if (lps_mode_ && final) {
+      const uint64_t loaded = params_.Checksum();
+      if (loaded != lps_checksum_) {
+        return absl::InternalError(absl::StrCat(
+            "step ", step, ": the final weights from the LPS have checksum ",
+            FormatChecksum(loaded), ", but the LPS reports ",
+            FormatChecksum(lps_checksum_)));
+      }
+      rec.param_checksum = loaded;
+    }
     rec.final = final;
     rec.wall_s = SecondsSince(start);
     // The record goes out before the check, so a divergence leaves the
@@ -555,8 +727,10 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
       final_checksum_ = *rec.param_checksum;
     }
   }
-  logger_->info("done: {} steps in {:.1f} s, final checksum {}", options_.steps,
-                SecondsSince(start), FormatChecksum(final_checksum_));
+  logger_->info(
+      "done: {} steps in {:.1f} s, final checksum {}{}", options_.steps,
+      SecondsSince(start), FormatChecksum(final_checksum_),
+      lps_mode_ ? " (the LPS's, after the final synchronization)" : "");
   return absl::OkStatus();
 }
 

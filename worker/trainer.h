@@ -28,6 +28,19 @@
 // bit-identical; the parameter checksum proves it at join and every
 // check_every steps.
 //
+// --mode=weightgrad|gaia (DESIGN section 4; server/WEIGHTGRAD.md): the one
+// shard is the data center's local parameter server (LPS), which holds the
+// weights and runs the optimizer. Worker 0 sends the initial weights at
+// join, with the optimizer settings in the RunConfig. Per step: forward and
+// backward; the NaN check; each chunk encoded (weightgrad: TernGrad with
+// this worker's own scaler s_ik, no scaler sharing; gaia and fp32 chunks:
+// fp32) and pushed; the answer's weights (ternary, int8 or fp32) decoded
+// and loaded into the model; no local optimizer step. Replicas differ by
+// design (each draws its own stochastic weights), so there is no
+// CheckParams: the answer to the last step is the LPS's final model in
+// fp32 with its checksum, which the worker checks its loaded weights
+// against, records and logs.
+//
 // Error-feedback residuals live in memory only: workers have no checkpoints
 // yet, so a worker cannot resume a run (Join refuses a shard past step 0)
 // and nothing of a residual outlives its process.
@@ -40,6 +53,7 @@
 #define TERN_WORKER_TRAINER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -115,6 +129,8 @@ class Trainer {
     // By chunk key: EncodeContext::group_size, the row length of the
     // chunk's tensor (kernels::ColumnGroupSize).
     std::vector<uint64_t> group_sizes;
+    // weightgrad/gaia: decoders of the LPS's weights, by codec.
+    std::map<kernels::CodecId, std::unique_ptr<kernels::Codec>> weights;
   };
 
   Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
@@ -126,6 +142,8 @@ class Trainer {
   absl::Status Join(PsClient& client);
   // One synchronous step; fills the traffic and timing fields of `record`.
   absl::Status Step(PsClient& client, uint64_t step, StepRecord* record);
+  // The step of --mode=weightgrad|gaia: push the gradient, load the weights.
+  absl::Status LpsStep(PsClient& client, uint64_t step, StepRecord* record);
   // Stats and local scalers of every chunk; FAILED_PRECONDITION on a
   // non-finite gradient.
   absl::Status ComputeScalers(uint64_t step, std::vector<float>* scalers) const;
@@ -148,6 +166,12 @@ class Trainer {
   ShardedBatches batches_;
   const int max_message_bytes_;
   const bool share_scalers_;
+  // --mode=weightgrad|gaia.
+  const bool lps_mode_;
+  // The weights the LPS answered with, flat (lps_mode_).
+  std::vector<float> weights_;
+  // The LPS's checksum from the answer to the last step (lps_mode_).
+  uint64_t lps_checksum_ = 0;
 
   std::optional<Evaluation> final_evaluation_;
   uint64_t final_checksum_ = 0;

@@ -119,6 +119,19 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
   const double kInf = std::numeric_limits<double>::infinity();
 
   // --- cluster ---
+  Flag(app, "mode", &o->mode,
+       "terngrad: share scalers, push ternary gradients, pull their sum and "
+       "step a local optimizer (DESIGN section 3). weightgrad: push the "
+       "gradient ternarized with this worker's own scaler to the data "
+       "center's local parameter server (one --ps, `tern ps "
+       "--mode=weightgrad`), which runs the optimizer (momentum SGD with "
+       "--lr, --momentum, --weight_decay and the schedule, sent at join) and "
+       "answers with its weights, which this worker loads; the last step's "
+       "answer is the final model in fp32, and its checksum is the LPS's. "
+       "gaia: the same with fp32 gradients (--codec fp32 or left at its "
+       "default)")
+      ->check(CLI::IsMember({"terngrad", "weightgrad", "gaia"}))
+      ->group("Cluster");
   Flag(app, "worker_id", &o->worker_id,
        "this worker's index in [0, num_workers)")
       ->group("Cluster");
@@ -348,6 +361,38 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
       o.optimizer != "adam") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--optimizer: '", o.optimizer, "' is not sgd, momentum or adam"));
+  }
+  if (o.mode != "terngrad" && o.mode != "weightgrad" && o.mode != "gaia") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mode: '", o.mode, "' is not terngrad, weightgrad or gaia"));
+  }
+  if (o.mode != "terngrad") {
+    if (o.ps.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mode=", o.mode,
+                       " takes one --ps (the data center's local "
+                       "parameter server), not ",
+                       o.ps.size()));
+    }
+    if (o.optimizer == "adam") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--optimizer=adam with --mode=", o.mode,
+          ": the local parameter server runs momentum SGD (sgd or momentum)"));
+    }
+    if (o.momentum >= 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--momentum must be below 1 with --mode=", o.mode));
+    }
+    if (o.mode == "weightgrad" && o.codec != "terngrad") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--codec=", o.codec,
+                       " with --mode=weightgrad: workers push TernGrad "
+                       "gradients (--codec=terngrad)"));
+    }
+    if (o.mode == "gaia" && o.codec != "terngrad" && o.codec != "fp32") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--codec=", o.codec, " with --mode=gaia: workers push fp32"));
+    }
   }
   // --codec, --clip, --packing, --sum_packing and the compressors' flags.
   return MakeRunCodecOptions(o).status();

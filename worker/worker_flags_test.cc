@@ -41,7 +41,8 @@ TEST(WorkerFlagsTest, DefaultsStayWhenNothingIsGiven) {
 TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
   Parsed parsed;
   const std::string help = parsed.app.help();
-  for (const char* name : {"worker_id",
+  for (const char* name : {"mode",
+                           "worker_id",
                            "num_workers",
                            "ps",
                            "run_id",
@@ -146,12 +147,34 @@ std::string ParseError(const std::string& args) {
   return "";
 }
 
+TEST(WorkerFlagsTest, WeightGradModesCheckWhatTheLpsCanRun) {
+  WorkerOptions options;
+  options.mode = "weightgrad";
+  options.ps = {"lps:50051"};
+  EXPECT_TRUE(ValidateWorkerOptions(options).ok());
+  options.ps = {"a:1", "b:2"};
+  EXPECT_NE(ValidateWorkerOptions(options).message().find("one --ps"),
+            std::string::npos);
+  options.ps = {"lps:50051"};
+  options.optimizer = "adam";
+  EXPECT_NE(ValidateWorkerOptions(options).message().find("--optimizer=adam"),
+            std::string::npos);
+  options.optimizer = "momentum";
+  options.codec = "qsgd";
+  EXPECT_NE(ValidateWorkerOptions(options).message().find("--codec=qsgd"),
+            std::string::npos);
+  options.mode = "gaia";
+  options.codec = "fp32";
+  EXPECT_TRUE(ValidateWorkerOptions(options).ok());
+}
+
 TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
   const struct {
     const char* args;
     const char* flag;
   } cases[] = {
       {"--codec=zip", "--codec"},
+      {"--mode=async", "--mode"},
       {"--model resnet", "--model"},
       {"--dataset imagenet", "--dataset"},
       {"--optimizer=rmsprop", "--optimizer"},

@@ -26,6 +26,10 @@ struct WorkerOptions {
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
 
+  // terngrad (DESIGN section 3) | weightgrad | gaia (section 4: the shard
+  // is a local parameter server that owns the weights and the optimizer).
+  std::string mode = "terngrad";
+
   // --- model and data ---
   std::string model = "lenet";           // lenet | mlp | cifarnet
   std::string dataset = "fashion-mnist"; // fashion-mnist | mnist | cifar10 | synthetic

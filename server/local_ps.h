@@ -1,0 +1,244 @@
+// A WeightGrad local parameter server (LPS) as the workers and the global
+// server see it (DESIGN section 4; server/WEIGHTGRAD.md): joins, pushes of
+// ternary (or fp32) gradients answered with the current weights, holds,
+// and the rounds for the synchronizer client (server/gs_link.h), over an
+// LpsState and its GradientSynchronizer. A plain class: no protobuf, no
+// gRPC (server/lps_service.h adapts it to tern.v1.ParameterServer).
+//
+// Per push of worker i for step t: every chunk is decoded and applied at
+// once (Algorithm 4), then the push is answered with W in the weight codec,
+// unless the answer must wait:
+//   - lead: a worker may be one step ahead of the open local step; its
+//     answer to a step beyond the open one waits until that step is open
+//     (so its next push is never refused);
+//   - the global server (GS) is silent: a round has waited sync_timeout for
+//     its answer (GradientSynchronizer::MustHold); every answer waits for
+//     the GS (bounded divergence);
+//   - the run's last step: its answers wait for the final synchronization,
+//     so that every worker leaves with the weights every data center ends
+//     with, and its answer carries their checksum.
+// A held answer waits at most hold_limit; then the push fails UNAVAILABLE
+// naming the GS (a GS hold) or DEADLINE_EXCEEDED naming the workers that
+// did not push (a lead).
+//
+// Rounds: when local step s completes and s is a multiple of sync_every
+// below the run's steps, round BuildRound is built right there, under the
+// lock, so that every data center builds the same rounds at the same local
+// steps; the client thread takes them (NextRound), sends them one at a
+// time and applies each answer (ApplyRoundAnswer). At the last step the
+// final round (BuildFinalRound) follows once every earlier round is
+// answered. Without a GS (single data center) there are no rounds.
+//
+// Callbacks are never called with the lock held (as server/aggregator.h).
+// Thread safety: every method may be called from any thread at once; one
+// mutex guards everything (the LPS applies gradients one at a time).
+#ifndef TERN_SERVER_LOCAL_PS_H_
+#define TERN_SERVER_LOCAL_PS_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "kernels/codec.h"
+#include "server/aggregator.h"
+#include "server/gradient_synchronizer.h"
+#include "server/lps_state.h"
+#include "server/messages.h"
+
+namespace tern::server {
+
+// The `worker` field of the stream the LPS ternarizes worker i's weights
+// with at step t: (seed, t, chunk, kWeightStreamBit | i). The bit keeps
+// the draws apart from the worker's own gradient draws (seed, t, chunk, i).
+inline constexpr uint32_t kWeightStreamBit = 0x80000000u;
+
+struct LocalPsOptions {
+  RunMode mode = RunMode::kWeightGrad;
+  uint32_t num_workers = 1;
+  // The weight codec: kTernGrad, kInt8 or kFp32.
+  kernels::CodecId weight_codec = kernels::CodecId::kTernGrad;
+  // Whether a GS takes part (--global); without it there are no rounds.
+  bool global = false;
+  // What error messages call the GS ("the global server at host:port").
+  std::string global_name = "the global server";
+  uint64_t sync_every = 10;
+  // --g_thresh; unset: the dynamic threshold.
+  std::optional<double> g_thresh;
+  absl::Duration sync_timeout = absl::Seconds(60);
+  // How long a held answer waits (--barrier_timeout_s).
+  absl::Duration hold_limit = absl::Seconds(50);
+  // How long the LPS waits for all workers to join.
+  absl::Duration join_timeout = absl::Seconds(300);
+  uint64_t max_message_bytes = 64ull << 20;
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+// What the LPS registers with the GS, known once worker 0 has joined.
+struct GsRegistration {
+  uint64_t param_spec_hash = 0;
+  uint64_t param_checksum = 0;
+  std::vector<uint64_t> chunk_elements;  // by chunk key
+  kernels::CodecId update_codec = kernels::CodecId::kTernGrad;
+  kernels::Layout update_layout = kernels::Layout::kTernary2Bit;
+};
+
+// The GS's answer to one round, as the client thread read it.
+struct GsAnswer {
+  uint64_t round = 0;
+  std::vector<ChunkPayload> average;
+  std::vector<uint32_t> lagging;
+};
+
+class LocalPs {
+ public:
+  // INVALID_ARGUMENT for options that cannot work (no workers, the
+  // terngrad mode, a weight codec other than ternary/int8/fp32, a
+  // non-positive timeout or sync_every 0).
+  static absl::StatusOr<std::unique_ptr<LocalPs>> Create(LocalPsOptions options,
+                                                         Logger logger);
+
+  LocalPs(const LocalPs&) = delete;
+  LocalPs& operator=(const LocalPs&) = delete;
+  ~LocalPs();
+
+  // The first join fixes the run config, the ParamSpec and the initial
+  // checksum; later joins must match them (FAILED_PRECONDITION naming the
+  // field and both values). Worker 0's join carries the initial weights,
+  // which must match its checksum. INVALID_ARGUMENT for a join of another
+  // mode, more than one shard, or options that do not fit. Answered once
+  // all N workers have joined.
+  void Join(const JoinRequest& request, Callback<JoinReply> done);
+
+  // Applies one worker's gradient of every chunk (nothing unless all are
+  // valid); answered with the weights, at once or once a hold ends.
+  void PushPull(const PushRequest& request, Callback<PushAnswer> done);
+
+  // Answers held pushes whose hold is over or whose limit passed, and
+  // returns DEADLINE_EXCEEDED once the join timeout passed with workers
+  // missing. Call it often (the process does every 100 ms).
+  absl::Status ExpireWaits(absl::Time now);
+
+  // Answers every pending and later call with `status`.
+  void Close(absl::Status status);
+  // Marks the run failed (the GS is lost): every pending and later call
+  // gets `status`, and NextRound returns it.
+  void Fail(absl::Status status);
+
+  // --- for the synchronizer client thread ---
+
+  // Waits up to `timeout` for worker 0's join; nullopt when it has not
+  // come yet. The status of a closed or failed LPS.
+  absl::StatusOr<std::optional<GsRegistration>> WaitForRegistration(
+      absl::Duration timeout);
+  // The GS's next_round at Register: 0 on a fresh start; another is
+  // FAILED_PRECONDITION (the LPS has no checkpoint to resume a round from).
+  absl::Status CheckFirstRound(uint64_t next_round) const;
+  // The next round to send, waiting up to `timeout` (nullopt: none yet).
+  // CANCELLED once the final round is answered; the status of a closed or
+  // failed LPS.
+  absl::StatusOr<std::optional<SyncRound>> NextRound(absl::Duration timeout);
+  // Applies the answer to the round NextRound gave last, logs the round's
+  // line and releases held answers. `sent` is that round.
+  absl::Status ApplyRoundAnswer(const SyncRound& sent, const GsAnswer& answer,
+                                absl::Duration took);
+
+  // Local steps completed; whether the final synchronization (or, without
+  // a GS, the last step) is done; the checksum of W.
+  uint64_t completed_steps() const;
+  bool finished() const;
+  uint64_t checksum() const;
+
+ private:
+  struct PushWaiter {
+    uint32_t worker = 0;
+    uint64_t step = 0;
+    absl::Time deadline;
+    Callback<PushAnswer> done;
+  };
+  struct JoinWaiter {
+    uint32_t worker = 0;
+    absl::Time deadline;
+    Callback<JoinReply> done;
+  };
+  enum class Final { kTraining, kDue, kSent, kDone };
+  class Deferred;
+
+  LocalPs(LocalPsOptions options, Logger logger);
+
+  absl::Status CheckJoin(const JoinRequest& request) const;
+  absl::Status Configure(const JoinRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CompareWithFirst(const JoinRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the LpsState and synchronizer from worker 0's weights.
+  absl::Status StartState(const JoinRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckWorker(uint32_t worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decodes and applies every chunk of `request`; true when it was a
+  // retry (applied already).
+  absl::StatusOr<bool> Apply(const PushRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a local step completed: the round or the final state it calls for.
+  absl::Status OnStepCompleted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the answer to `step` may go now.
+  bool CanAnswer(uint64_t step, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PushAnswer> Answer(uint32_t worker, uint64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the waiters that may go, and fails those past their deadline.
+  void Release(absl::Time now, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerAll(const absl::Status& status, Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const LocalPsOptions options_;
+  const Logger logger_;
+  const absl::Time created_;
+
+  mutable absl::Mutex mu_;
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+
+  bool configured_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t first_worker_ ABSL_GUARDED_BY(mu_) = 0;
+  RunConfig config_ ABSL_GUARDED_BY(mu_);
+  std::vector<TensorSpec> tensors_ ABSL_GUARDED_BY(mu_);
+  uint64_t spec_hash_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t initial_checksum_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> chunk_elements_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> fp32_chunk_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<kernels::Codec> gradient_codec_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<kernels::Codec> fp32_codec_ ABSL_GUARDED_BY(mu_);
+
+  std::unique_ptr<LpsState> state_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<GradientSynchronizer> sync_ ABSL_GUARDED_BY(mu_);
+
+  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
+  uint32_t num_joined_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<JoinWaiter> join_waiters_ ABSL_GUARDED_BY(mu_);
+  std::vector<PushWaiter> push_waiters_ ABSL_GUARDED_BY(mu_);
+
+  // Rounds built and not yet taken by the client thread, in order.
+  std::deque<SyncRound> to_send_ ABSL_GUARDED_BY(mu_);
+  Final final_ ABSL_GUARDED_BY(mu_) = Final::kTraining;
+  uint64_t final_round_ ABSL_GUARDED_BY(mu_) = 0;
+  // Whether a hold for the GS is on (logged once when it begins and ends).
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t bytes_up_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_down_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tern::server
+
+#endif  // TERN_SERVER_LOCAL_PS_H_

@@ -1,0 +1,300 @@
+#include "server/local_ps.h"
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "kernels/codec.h"
+#include "kernels/codec_registry.h"
+#include "server/lps_state.h"
+#include "server/messages.h"
+
+namespace tern::server {
+namespace {
+
+constexpr float kLr = 0.5f;
+
+std::unique_ptr<kernels::Codec> Fp32() {
+  kernels::CodecOptions options;
+  options.id = kernels::CodecId::kFp32;
+  options.push_layout = kernels::Layout::kRaw;
+  options.pull_layout = kernels::Layout::kRaw;
+  return *kernels::MakeCodec(options);
+}
+
+kernels::Payload Encode(const std::vector<float>& values) {
+  return *Fp32()->Encode(values, kernels::EncodeContext());
+}
+
+std::vector<float> Decode(const kernels::Payload& payload) {
+  std::vector<float> values(payload.num_elements);
+  EXPECT_TRUE(Fp32()->Decode(payload, absl::MakeSpan(values)).ok());
+  return values;
+}
+
+// A gaia run (fp32 gradients and weights) of a model with tensors of 33 and
+// 5 elements (two chunks), momentum 0, so every step is W -= lr * g.
+class LocalPsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = {std::vector<float>(33), std::vector<float>(5)};
+    for (size_t k = 0; k < weights_.size(); ++k) {
+      for (size_t i = 0; i < weights_[k].size(); ++i) {
+        weights_[k][i] = 0.25f * static_cast<float>(i) - 1.0f + k;
+      }
+    }
+    std::vector<LpsChunk> chunks;
+    for (uint32_t k = 0; k < weights_.size(); ++k) {
+      chunks.push_back(LpsChunk{k, weights_[k]});
+    }
+    checksum_ = (*LpsState::Create(
+                     LpsStateOptions{},
+                     *LrSchedule::Create(LrScheduleKind::kConstant, 0, 1, 1, 1),
+                     std::move(chunks)))
+                    ->Checksum();
+  }
+
+  std::unique_ptr<LocalPs> MakeLps(bool global) {
+    LocalPsOptions options;
+    options.mode = RunMode::kGaia;
+    options.num_workers = 2;
+    options.weight_codec = kernels::CodecId::kFp32;
+    options.global = global;
+    options.sync_every = 1;
+    options.hold_limit = absl::Seconds(5);
+    options.clock = [this] { return now_; };
+    return *LocalPs::Create(options, nullptr);
+  }
+
+  JoinRequest Join(uint32_t worker) const {
+    JoinRequest request;
+    request.worker_id = worker;
+    request.config.run_id = "test";
+    request.config.num_workers = 2;
+    request.config.num_shards = 1;
+    request.config.partition_bytes = 4 << 20;
+    request.config.codec = kernels::CodecId::kFp32;
+    request.config.mode = RunMode::kGaia;
+    request.config.optimizer.lr = kLr;
+    request.config.optimizer.lr_schedule = "constant";
+    request.config.optimizer.lr_step_every = 1;
+    request.config.optimizer.steps = steps_;
+    request.tensors = {TensorSpec{"a", {33}}, TensorSpec{"b", {5}}};
+    request.param_spec_hash = 7;
+    request.param_checksum = checksum_;
+    if (worker == 0) {
+      for (uint32_t k = 0; k < weights_.size(); ++k) {
+        request.initial_weights.push_back(ChunkPayload{k, Encode(weights_[k])});
+      }
+    }
+    return request;
+  }
+
+  // Joins both workers; both must be answered.
+  void JoinBoth(LocalPs& lps) {
+    std::vector<absl::StatusOr<JoinReply>> replies;
+    for (const uint32_t worker : {1u, 0u}) {
+      lps.Join(Join(worker), [&](absl::StatusOr<JoinReply> reply) {
+        replies.push_back(std::move(reply));
+      });
+    }
+    ASSERT_EQ(replies.size(), 2u);
+    for (const auto& reply : replies) {
+      ASSERT_TRUE(reply.ok()) << reply.status();
+      EXPECT_EQ(reply->chunk_keys, (std::vector<uint32_t>{0, 1}));
+    }
+  }
+
+  PushRequest Push(uint32_t worker, uint64_t step, float g) const {
+    PushRequest request;
+    request.worker_id = worker;
+    request.step = step;
+    for (uint32_t k = 0; k < weights_.size(); ++k) {
+      request.chunks.push_back(
+          ChunkPayload{k, Encode(std::vector<float>(weights_[k].size(), g))});
+    }
+    return request;
+  }
+
+  // Pushes and returns where the answer lands (empty until answered).
+  std::shared_ptr<std::optional<absl::StatusOr<PushAnswer>>> PushAsync(
+      LocalPs& lps, const PushRequest& request) {
+    auto answer = std::make_shared<std::optional<absl::StatusOr<PushAnswer>>>();
+    lps.PushPull(request, [answer](absl::StatusOr<PushAnswer> a) {
+      *answer = std::move(a);
+    });
+    return answer;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  std::vector<std::vector<float>> weights_;
+  uint64_t checksum_ = 0;
+  uint64_t steps_ = 3;
+};
+
+TEST_F(LocalPsTest, AppliesEachGradientAtOnceAndAnswersWithTheWeights) {
+  std::unique_ptr<LocalPs> lps = MakeLps(/*global=*/false);
+  JoinBoth(*lps);
+  auto first = PushAsync(*lps, Push(0, 0, 1.0f));
+  ASSERT_TRUE(first->has_value());
+  ASSERT_TRUE(first->value().ok()) << first->value().status();
+  // Only worker 0's gradient is in: W0 - lr * 1.
+  const PushAnswer& answer = *first->value();
+  ASSERT_EQ(answer->chunks.size(), 2u);
+  for (uint32_t k = 0; k < 2; ++k) {
+    const std::vector<float> w = Decode(answer->chunks[k].payload);
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(w[i], weights_[k][i] - kLr * 1.0f) << k << " " << i;
+    }
+  }
+  EXPECT_EQ(answer->param_checksum, 0u);
+  auto second = PushAsync(*lps, Push(1, 0, 2.0f));
+  ASSERT_TRUE(second->has_value() && second->value().ok());
+  const std::vector<float> w = Decode((*second->value())->chunks[1].payload);
+  EXPECT_EQ(w[3], (weights_[1][3] - kLr * 1.0f) - kLr * 2.0f);
+  EXPECT_EQ(lps->completed_steps(), 1u);
+}
+
+TEST_F(LocalPsTest, HoldsAWorkerThatLeadsUntilTheStepCompletes) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  JoinBoth(*lps);
+  ASSERT_TRUE(PushAsync(*lps, Push(0, 0, 1.0f))->has_value());
+  auto ahead = PushAsync(*lps, Push(0, 1, 1.0f));
+  EXPECT_FALSE(ahead->has_value());  // step 0 is still open
+  ASSERT_TRUE(PushAsync(*lps, Push(1, 0, 1.0f))->has_value());
+  ASSERT_TRUE(ahead->has_value());
+  EXPECT_TRUE(ahead->value().ok());
+}
+
+TEST_F(LocalPsTest, AHoldEndsAtTheLimitNamingTheWait) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  JoinBoth(*lps);
+  ASSERT_TRUE(PushAsync(*lps, Push(0, 0, 1.0f))->has_value());
+  auto ahead = PushAsync(*lps, Push(0, 1, 1.0f));
+  now_ += absl::Seconds(4);
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());
+  EXPECT_FALSE(ahead->has_value());
+  now_ += absl::Seconds(2);
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());
+  ASSERT_TRUE(ahead->has_value());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(ahead->value().status()));
+}
+
+TEST_F(LocalPsTest, TheLastStepIsAnsweredWithTheFinalModelAndItsChecksum) {
+  steps_ = 1;
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  JoinBoth(*lps);
+  auto first = PushAsync(*lps, Push(0, 0, 1.0f));
+  EXPECT_FALSE(first->has_value());  // the last step waits for the end
+  auto second = PushAsync(*lps, Push(1, 0, 1.0f));
+  ASSERT_TRUE(first->has_value() && second->has_value());
+  ASSERT_TRUE(first->value().ok()) << first->value().status();
+  EXPECT_TRUE(lps->finished());
+  EXPECT_EQ((*first->value())->param_checksum, lps->checksum());
+  EXPECT_NE(lps->checksum(), checksum_);
+  EXPECT_EQ((*first->value())->chunks[0].payload.codec,
+            kernels::CodecId::kFp32);
+  // A push beyond the run is refused.
+  auto beyond = PushAsync(*lps, Push(0, 1, 1.0f));
+  ASSERT_TRUE(beyond->has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(beyond->value().status()));
+}
+
+TEST_F(LocalPsTest, RoundsAndTheFinalSynchronizationWithAGlobalServer) {
+  steps_ = 2;
+  std::unique_ptr<LocalPs> lps = MakeLps(/*global=*/true);
+  JoinBoth(*lps);
+  absl::StatusOr<std::optional<GsRegistration>> registration =
+      lps->WaitForRegistration(absl::ZeroDuration());
+  ASSERT_TRUE(registration.ok() && registration->has_value());
+  EXPECT_EQ((*registration)->chunk_elements, (std::vector<uint64_t>{33, 5}));
+  EXPECT_EQ((*registration)->param_checksum, checksum_);
+  EXPECT_TRUE(lps->CheckFirstRound(0).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(lps->CheckFirstRound(4)));
+
+  // Step 0 completes: round 0 (sync_every 1) is built there.
+  PushAsync(*lps, Push(0, 0, 1.0f));
+  PushAsync(*lps, Push(1, 0, 1.0f));
+  absl::StatusOr<std::optional<SyncRound>> round =
+      lps->NextRound(absl::ZeroDuration());
+  ASSERT_TRUE(round.ok() && round->has_value()) << round.status();
+  EXPECT_EQ((*round)->round, 0u);
+  EXPECT_EQ((*round)->local_step, 1u);
+  // A GS of one data center answers with the update itself.
+  GsAnswer answer{0, (*round)->updates, {}};
+  ASSERT_TRUE(lps->ApplyRoundAnswer(**round, answer, absl::Seconds(1)).ok());
+
+  // The last step waits for the final round: every chunk in fp32.
+  auto last0 = PushAsync(*lps, Push(0, 1, 1.0f));
+  auto last1 = PushAsync(*lps, Push(1, 1, 1.0f));
+  EXPECT_FALSE(last0->has_value() || last1->has_value());
+  absl::StatusOr<std::optional<SyncRound>> final_round =
+      lps->NextRound(absl::ZeroDuration());
+  ASSERT_TRUE(final_round.ok() && final_round->has_value());
+  EXPECT_EQ((*final_round)->round, 1u);
+  ASSERT_EQ((*final_round)->updates.size(), 2u);
+  EXPECT_EQ((*final_round)->updates[0].payload.codec, kernels::CodecId::kFp32);
+  // Another data center moved chunk 1 by +1 per element: the average is
+  // half of the sum, and W ends at W_last + A.
+  GsAnswer final_answer{1, (*final_round)->updates, {}};
+  std::vector<float> other = Decode(final_answer.average[1].payload);
+  for (float& v : other) v += 1.0f;
+  final_answer.average[1].payload = Encode(other);
+  EXPECT_FALSE(lps->finished());
+  ASSERT_TRUE(
+      lps->ApplyRoundAnswer(**final_round, final_answer, absl::Seconds(1))
+          .ok());
+  EXPECT_TRUE(lps->finished());
+  ASSERT_TRUE(last0->has_value() && last1->has_value());
+  ASSERT_TRUE(last0->value().ok());
+  EXPECT_EQ((*last0->value())->param_checksum, lps->checksum());
+  absl::StatusOr<std::optional<SyncRound>> done =
+      lps->NextRound(absl::ZeroDuration());
+  EXPECT_TRUE(absl::IsCancelled(done.status()));
+}
+
+TEST_F(LocalPsTest, RefusesJoinsThatDoNotFit) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  std::optional<absl::Status> status;
+  auto record = [&](absl::StatusOr<JoinReply> reply) {
+    status = reply.status();
+  };
+  JoinRequest terngrad = Join(0);
+  terngrad.config.mode = RunMode::kTernGrad;
+  lps->Join(terngrad, record);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(*status)) << *status;
+
+  JoinRequest no_weights = Join(0);
+  no_weights.initial_weights.clear();
+  lps->Join(no_weights, record);
+  EXPECT_TRUE(absl::IsInvalidArgument(*status)) << *status;
+
+  JoinRequest wrong_checksum = Join(0);
+  wrong_checksum.param_checksum ^= 1;
+  status.reset();
+  lps->Join(wrong_checksum, record);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(*status)) << *status;
+
+  // A valid join (waiting for worker 1) fixes the optimizer: another lr
+  // is refused.
+  status.reset();
+  lps->Join(Join(0), record);
+  EXPECT_FALSE(status.has_value());
+  JoinRequest other_lr = Join(1);
+  other_lr.config.optimizer.lr = 0.1;
+  lps->Join(other_lr, record);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(*status)) << *status;
+  // Closing answers worker 0's pending join while `status` still lives.
+  lps.reset();
+  EXPECT_TRUE(absl::IsUnavailable(*status)) << *status;
+}
+
+}  // namespace
+}  // namespace tern::server

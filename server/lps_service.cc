@@ -1,0 +1,83 @@
+#include "server/lps_service.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "server/wire.h"
+
+namespace tern::server {
+
+LpsService::LpsService(LocalPs* lps, Logger logger)
+    : lps_(lps), logger_(std::move(logger)) {}
+
+grpc::ServerUnaryReactor* LpsService::Join(grpc::CallbackServerContext* context,
+                                           const tern::v1::JoinRequest* request,
+                                           tern::v1::JoinResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
+  if (!join.ok()) {
+    logger_->warn("join of worker {} refused: {}", request->worker_id(),
+                  std::string(join.status().message()));
+    reactor->Finish(ToGrpcStatus(join.status()));
+    return reactor;
+  }
+  lps_->Join(*join, [reactor, response](absl::StatusOr<JoinReply> reply) {
+    if (!reply.ok()) {
+      reactor->Finish(ToGrpcStatus(reply.status()));
+      return;
+    }
+    JoinToWire(*reply, response);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LpsService::ShareScalers(
+    grpc::CallbackServerContext* context,
+    const tern::v1::ShareScalersRequest* request,
+    tern::v1::ShareScalersResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+      "ShareScalers of worker ", request->worker_id(),
+      ": this shard is a WeightGrad local parameter server, where workers "
+      "ternarize with their own scalers (run the worker with the shard's "
+      "--mode)"))));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LpsService::PushPull(
+    grpc::CallbackServerContext* context,
+    const tern::v1::PushPullRequest* request,
+    tern::v1::PushPullResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<PushRequest> push = PushFromWire(*request);
+  if (!push.ok()) {
+    logger_->warn("push of worker {} for step {} refused: {}",
+                  request->worker_id(), request->step(),
+                  std::string(push.status().message()));
+    reactor->Finish(ToGrpcStatus(push.status()));
+    return reactor;
+  }
+  lps_->PushPull(*push, [reactor, response](absl::StatusOr<PushAnswer> answer) {
+    if (!answer.ok()) {
+      reactor->Finish(ToGrpcStatus(answer.status()));
+      return;
+    }
+    PushToWire(**answer, response);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LpsService::CheckParams(
+    grpc::CallbackServerContext* context,
+    const tern::v1::CheckParamsRequest* /*request*/,
+    tern::v1::CheckParamsResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,48 @@
+// The gRPC face of a WeightGrad local parameter server: tern.v1.
+// ParameterServer over the callback API, a thin adapter over LocalPs
+// (server/local_ps.h), like server/ps_service.h over the TernGrad
+// aggregator. ShareScalers has no place in this mode (workers ternarize with
+// their own scalers) and is FAILED_PRECONDITION; CheckParams is accepted and
+// compares nothing: replicas inside a data center legitimately differ (each
+// gets its own stochastic weights), and the LPS's own checksum is what the
+// run checks (server/WEIGHTGRAD.md).
+//
+// Ownership: borrows the LocalPs, which must outlive the gRPC server and be
+// closed (LocalPs::Close) before that server shuts down.
+#ifndef TERN_SERVER_LPS_SERVICE_H_
+#define TERN_SERVER_LPS_SERVICE_H_
+
+#include "common/logging.h"
+#include "server/local_ps.h"
+#include "tern/v1/parameter_server.grpc.pb.h"
+
+namespace tern::server {
+
+class LpsService final : public tern::v1::ParameterServer::CallbackService {
+ public:
+  LpsService(LocalPs* lps, Logger logger);
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const tern::v1::JoinRequest* request,
+                                 tern::v1::JoinResponse* response) override;
+  grpc::ServerUnaryReactor* ShareScalers(
+      grpc::CallbackServerContext* context,
+      const tern::v1::ShareScalersRequest* request,
+      tern::v1::ShareScalersResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(
+      grpc::CallbackServerContext* context,
+      const tern::v1::PushPullRequest* request,
+      tern::v1::PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* CheckParams(
+      grpc::CallbackServerContext* context,
+      const tern::v1::CheckParamsRequest* request,
+      tern::v1::CheckParamsResponse* response) override;
+
+ private:
+  LocalPs* const lps_;
+  const Logger logger_;
+};
+
+}  // namespace tern::server
+
+#endif  // TERN_SERVER_LPS_SERVICE_H_
