@@ -322,6 +322,10 @@ std::vector<std::string> LpsWorkerArgs(const LaunchOptions& resolved,
   args.push_back(absl::StrCat("--ps=", lps_address));
   args.push_back(absl::StrCat("--num_workers=", placement.num_workers));
   args.push_back(absl::StrCat("--worker_id=", placement.worker_id));
+  // Every worker of the job reads its own slice of the data, whichever
+  // LPS numbers it (the same examples as in baseline and terngrad).
+  args.push_back(absl::StrCat("--data_slice=", worker));
+  args.push_back(absl::StrCat("--num_data_slices=", resolved.workers));
   args.push_back(absl::StrCat("--metrics_out=", metrics_out));
   return args;
 }

@@ -248,6 +248,8 @@ TEST(CommandLineTest, LpsWorkersAreNumberedInsideTheirDataCenter) {
       LpsWorkerArgs(options, 5, "127.0.0.1:7002", "/o/worker-5.jsonl"),
       ElementsAre("worker", "--model=lenet", "--steps=20", "--mode=gaia",
                   "--ps=127.0.0.1:7002", "--num_workers=2", "--worker_id=1",
+                  // Worker 5 of 6 reads slice 5, as it does with shards.
+                  "--data_slice=5", "--num_data_slices=6",
                   "--metrics_out=/o/worker-5.jsonl"));
 }
 

@@ -78,7 +78,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   // The batch stream's own preconditions (enough examples for every worker's
   // batch), checked before the constructor, which throws on them.
   TERN_RETURN_IF_ERROR(ShardedBatches::Validate(
-      data.train, options.worker_id, options.num_workers, options.batch_size));
+      data.train, options.DataSlice(), options.NumDataSlices(),
+      options.batch_size));
   TERN_ASSIGN_OR_RETURN(ParamBuffer params, ParamBuffer::Create(*model));
 
   // The run's codec (DESIGN sections 5 and 6): the flags' CodecOptions,
@@ -186,7 +187,7 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
       schedule_(schedule),
       codecs_(std::move(codecs)),
       optimizer_(std::move(optimizer)),
-      batches_(data_.train, options.worker_id, options.num_workers,
+      batches_(data_.train, options.DataSlice(), options.NumDataSlices(),
                options.batch_size, options.seed),
       max_message_bytes_(max_message_bytes),
       share_scalers_(codecs_.options.id == kernels::CodecId::kTernGrad &&
@@ -377,7 +378,7 @@ absl::Status Trainer::LpsStep(PsClient& client, uint64_t step,
   for (const Chunk& chunk : chunks) {
     kernels::EncodeContext context;
     context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
-                                  chunk.key, options_.worker_id};
+                                  chunk.key, options_.DataSlice()};
     // No scaler sharing: the LPS applies each gradient on its own, so the
     // worker's own s_ik = min(c * sigma, max|g|) is the scaler.
     context.scaler = plan_.fp32_chunk[chunk.key] ? 0.0f : scalers[chunk.key];

@@ -318,6 +318,11 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
         absl::StrCat("--worker_id=", o.worker_id,
                      " is not below --num_workers=", o.num_workers));
   }
+  if (o.num_data_slices != 0 && o.data_slice >= o.num_data_slices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_slice=", o.data_slice,
+                     " is not below --num_data_slices=", o.num_data_slices));
+  }
   if (o.ps.empty()) {
     return absl::InvalidArgumentError(
         "--ps is empty: give the shard addresses (host:port, comma-separated)");

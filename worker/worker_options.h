@@ -19,6 +19,19 @@ struct WorkerOptions {
   // --- cluster ---
   uint32_t worker_id = 0;
   uint32_t num_workers = 1;
+  // Which slice of the training set this worker reads, of how many: by
+  // default (num_data_slices 0) its worker_id of num_workers. Geo runs set
+  // them so that workers of different data centers, numbered from 0 by
+  // their own LPS, still read different data.
+  uint32_t data_slice = 0;
+  uint32_t num_data_slices = 0;
+  // The slice and slice count in effect.
+  uint32_t DataSlice() const {
+    return num_data_slices == 0 ? worker_id : data_slice;
+  }
+  uint32_t NumDataSlices() const {
+    return num_data_slices == 0 ? num_workers : num_data_slices;
+  }
   // Shard addresses (host:port) in shard-index order.
   std::vector<std::string> ps;
   std::string run_id = "tern";
