@@ -536,8 +536,8 @@ bool LocalPs::CanAnswer(uint64_t step, absl::Time now) const {
   return step + 1 <= state_->completed_steps() + kMaxLead;
 }
 
-absl::StatusOr<PushAnswer> LocalPs::Answer(uint32_t worker,
-                                           uint64_t step) const {
+absl::StatusOr<PushAnswer> LocalPs::Answer(uint32_t worker, uint64_t step,
+                                           bool fp32_weights) const {
   auto reply = std::make_shared<PushReply>();
   reply->step = step;
   // The last step's answer is the final model itself, in fp32: every
@@ -548,9 +548,10 @@ absl::StatusOr<PushAnswer> LocalPs::Answer(uint32_t worker,
     const RandomStream stream{config_.seed, static_cast<uint32_t>(step), key,
                               kWeightStreamBit | worker};
     absl::StatusOr<kernels::Payload> payload =
-        last ? fp32_codec_->Encode(*state_->Weights(key),
-                                   kernels::EncodeContext())
-             : state_->QuantizedWeights(key, stream);
+        last || fp32_weights
+            ? fp32_codec_->Encode(*state_->Weights(key),
+                                  kernels::EncodeContext())
+            : state_->QuantizedWeights(key, stream);
     if (!payload.ok()) return payload.status();
     reply->chunks.push_back(ChunkPayload{key, *std::move(payload)});
   }
@@ -577,7 +578,8 @@ void LocalPs::Release(absl::Time now, Deferred* deferred) {
   for (PushWaiter& waiter : push_waiters_) {
     if (CanAnswer(waiter.step, now)) {
       deferred->Answer<PushAnswer>(std::move(waiter.done),
-                                   Answer(waiter.worker, waiter.step));
+                                   Answer(waiter.worker, waiter.step,
+                                          waiter.fp32_weights));
     } else if (waiter.deadline <= now) {
       const bool for_gs =
           gs_hold || (waiter.step + 1 >= config_.optimizer.steps &&
@@ -631,7 +633,8 @@ void LocalPs::PushPull(const PushRequest& request, Callback<PushAnswer> done) {
   }
   const absl::Time now = options_.clock();
   push_waiters_.push_back(
-      PushWaiter{w, request.step, now + options_.hold_limit, std::move(done)});
+      PushWaiter{w, request.step, request.fp32_weights,
+                 now + options_.hold_limit, std::move(done)});
   Release(now, &deferred);
 }
 

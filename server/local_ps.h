@@ -162,6 +162,7 @@ class LocalPs {
   struct PushWaiter {
     uint32_t worker = 0;
     uint64_t step = 0;
+    bool fp32_weights = false;
     absl::Time deadline;
     Callback<PushAnswer> done;
   };
@@ -194,7 +195,10 @@ class LocalPs {
   // Whether the answer to `step` may go now.
   bool CanAnswer(uint64_t step, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<PushAnswer> Answer(uint32_t worker, uint64_t step) const
+  // Worker `worker`'s answer to `step`: W in the weight codec, or in fp32
+  // when `fp32_weights` or at the run's last step.
+  absl::StatusOr<PushAnswer> Answer(uint32_t worker, uint64_t step,
+                                    bool fp32_weights) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the waiters that may go, and fails those past their deadline.
   void Release(absl::Time now, Deferred* deferred)

@@ -158,6 +158,8 @@ struct PushRequest {
   uint32_t worker_id = 0;
   uint64_t step = 0;
   std::vector<ChunkPayload> chunks;
+  // LPS only: answer with fp32 weights (PushPullRequest.fp32_weights).
+  bool fp32_weights = false;
 };
 
 struct PushReply {

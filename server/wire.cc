@@ -213,6 +213,7 @@ absl::StatusOr<PushRequest> PushFromWire(
   PushRequest request;
   request.worker_id = wire.worker_id();
   request.step = wire.step();
+  request.fp32_weights = wire.fp32_weights();
   request.chunks.reserve(wire.chunks_size());
   for (const tern::v1::ChunkPayload& chunk : wire.chunks()) {
     absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
