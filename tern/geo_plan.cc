@@ -310,14 +310,25 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
   return args;
 }
 
+std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
+                                       uint32_t worker) {
+  std::vector<std::string> flags;
+  for (const std::string& flag : options.worker_args) {
+    if (worker != 0 && absl::StartsWith(flag, "--eval_every=")) continue;
+    flags.push_back(flag);
+  }
+  if (worker != 0) flags.push_back("--eval_every=0");
+  return flags;
+}
+
 std::vector<std::string> LpsWorkerArgs(const LaunchOptions& resolved,
                                        uint32_t worker,
                                        const std::string& lps_address,
                                        const std::string& metrics_out) {
   const WorkerPlacement placement = PlaceWorker(resolved, worker);
   std::vector<std::string> args = {"worker"};
-  args.insert(args.end(), resolved.worker_args.begin(),
-              resolved.worker_args.end());
+  const std::vector<std::string> flags = WorkerFlagsOf(resolved, worker);
+  args.insert(args.end(), flags.begin(), flags.end());
   args.push_back(absl::StrCat("--mode=", resolved.geo.mode));
   args.push_back(absl::StrCat("--ps=", lps_address));
   args.push_back(absl::StrCat("--num_workers=", placement.num_workers));

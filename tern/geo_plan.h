@@ -91,6 +91,13 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
                                  const std::string& gs_address,
                                  const std::string& port_file);
 
+// The job's worker flags as worker `worker` gets them (every launch, geo or
+// not): the summary reports worker 0's evaluations only, so the others
+// evaluate once, at the end (--eval_every=0 replaces the job's), instead
+// of taking cores from training while worker 0 evaluates.
+std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
+                                       uint32_t worker);
+
 // argv (without the program) of worker `worker` of a gaia/weightgrad run,
 // whose LPS is at `lps_address`.
 std::vector<std::string> LpsWorkerArgs(const LaunchOptions& resolved,

@@ -246,11 +246,21 @@ TEST(CommandLineTest, LpsWorkersAreNumberedInsideTheirDataCenter) {
   const LaunchOptions options = ResolveLaunchOptions(Geo("gaia", 3, 2));
   EXPECT_THAT(
       LpsWorkerArgs(options, 5, "127.0.0.1:7002", "/o/worker-5.jsonl"),
-      ElementsAre("worker", "--model=lenet", "--steps=20", "--mode=gaia",
-                  "--ps=127.0.0.1:7002", "--num_workers=2", "--worker_id=1",
+      ElementsAre("worker", "--model=lenet", "--steps=20", "--eval_every=0",
+                  "--mode=gaia", "--ps=127.0.0.1:7002", "--num_workers=2",
+                  "--worker_id=1",
                   // Worker 5 of 6 reads slice 5, as it does with shards.
                   "--data_slice=5", "--num_data_slices=6",
                   "--metrics_out=/o/worker-5.jsonl"));
+}
+
+TEST(CommandLineTest, OnlyWorkerZeroEvaluatesBeforeTheEnd) {
+  LaunchOptions options = Geo("terngrad", 2, 2);
+  options.worker_args = {"--eval_every=50", "--model=lenet"};
+  EXPECT_THAT(WorkerFlagsOf(options, 0),
+              ElementsAre("--eval_every=50", "--model=lenet"));
+  EXPECT_THAT(WorkerFlagsOf(options, 3),
+              ElementsAre("--model=lenet", "--eval_every=0"));
 }
 
 TEST(CommandLineTest, TernWan) {

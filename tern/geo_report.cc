@@ -38,9 +38,11 @@ bool IsChecksumAt(absl::string_view line, size_t at) {
 
 std::optional<TargetReached> TimeToTarget(
     const std::vector<MetricsRecord>& reference, double target) {
+  double eval_s = 0;
   for (const MetricsRecord& record : reference) {
+    eval_s += record.eval_s;
     if (record.test_accuracy.has_value() && *record.test_accuracy >= target) {
-      return TargetReached{record.step, record.wall_s};
+      return TargetReached{record.step, record.wall_s - eval_s};
     }
   }
   return std::nullopt;

@@ -14,10 +14,13 @@
 namespace tern {
 
 // The first record of `reference` (worker 0's, in file order) whose test
-// accuracy is at least `target`: its step and wall_s. Nothing when none is.
+// accuracy is at least `target`: its step, and its wall_s less the time
+// spent evaluating up to and including it (every record's eval_s), so that
+// how often a run evaluates does not count as training time. Nothing when
+// none is.
 struct TargetReached {
   uint64_t step = 0;
-  double wall_s = 0;
+  double wall_s = 0;  // training time to the target, evaluations excluded
 };
 std::optional<TargetReached> TimeToTarget(
     const std::vector<MetricsRecord>& reference, double target);

@@ -38,6 +38,18 @@ TEST(TimeToTargetTest, FirstEvaluationAtOrAboveTheTarget) {
   EXPECT_FALSE(TimeToTarget({Record(0, 0.1), Record(1, 0.2)}, 0.0).has_value());
 }
 
+TEST(TimeToTargetTest, EvaluationTimeIsNotTrainingTime) {
+  std::vector<MetricsRecord> records = {Record(9, 3.0, 0.5),
+                                        Record(19, 7.0, 0.7),
+                                        Record(29, 11.0, 0.9)};
+  records[0].eval_s = 1.5;
+  records[1].eval_s = 1.0;
+  records[2].eval_s = 0.5;
+  // 11 s since training began, 3 s of it evaluating.
+  EXPECT_DOUBLE_EQ(TimeToTarget(records, 0.85)->wall_s, 8.0);
+  EXPECT_DOUBLE_EQ(TimeToTarget(records, 0.5)->wall_s, 1.5);
+}
+
 TEST(WorkerWanBytesTest, SumsEveryRecordOfEveryWorker) {
   for (size_t workers : {0u, 1u, 3u}) {
     for (size_t steps : {0u, 1u, 33u}) {

@@ -323,8 +323,8 @@ std::vector<std::string> WorkerArgs(const LaunchOptions& options,
                                     const std::vector<std::string>& shards,
                                     const std::string& metrics_out) {
   std::vector<std::string> args = {"worker"};
-  args.insert(args.end(), options.worker_args.begin(),
-              options.worker_args.end());
+  const std::vector<std::string> flags = WorkerFlagsOf(options, worker);
+  args.insert(args.end(), flags.begin(), flags.end());
   args.push_back(absl::StrCat("--ps=", absl::StrJoin(shards, ",")));
   args.push_back(absl::StrCat("--num_workers=", options.workers));
   args.push_back(absl::StrCat("--worker_id=", worker));

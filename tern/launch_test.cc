@@ -45,7 +45,7 @@ TEST_F(LaunchFlagsTest, DefaultsPassNoWorkerFlags) {
   EXPECT_THAT(options_.worker_args, IsEmpty());
 }
 
-TEST_F(LaunchFlagsTest, WorkerFlagsGoToEveryWorkerVerbatim) {
+TEST_F(LaunchFlagsTest, WorkerFlagsGoToEveryWorker) {
   Parse({"--shards", "2", "--workers=3", "--steps=40", "--model", "lenet",
          "--dataset=synthetic", "--fp32_tensors=fc2.weight,fc2.bias",
          "--out_dir=/tmp/x", "--lr=0.05"});
@@ -67,6 +67,8 @@ TEST_F(LaunchFlagsTest, WorkerFlagsGoToEveryWorkerVerbatim) {
                           "--steps=40", "--lr=0.05",
                           "--fp32_tensors=fc2.weight",
                           "--fp32_tensors=fc2.bias",
+                          // Only worker 0 evaluates before the end.
+                          "--eval_every=0",
                           "--ps=127.0.0.1:5000,127.0.0.1:5001",
                           "--num_workers=3", "--worker_id=2",
                           "--metrics_out=/tmp/x/w2.jsonl"));

@@ -99,6 +99,7 @@ absl::StatusOr<MetricsRecord> ParseMetricsLine(absl::string_view line) {
   record.lr = OptionalNumber(object, "lr").value_or(0);
   record.push_msg_bytes = OptionalNumber(object, "push_msg_bytes").value_or(0);
   record.pull_msg_bytes = OptionalNumber(object, "pull_msg_bytes").value_or(0);
+  record.eval_s = OptionalNumber(object, "eval_s").value_or(0);
   record.test_accuracy = OptionalNumber(object, "test_accuracy");
   record.test_loss = OptionalNumber(object, "test_loss");
   if (const Value* checksum = Find(object, "param_checksum");

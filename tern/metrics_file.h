@@ -29,6 +29,7 @@ struct MetricsRecord {
   double pull_msg_bytes = 0;
   double fp32_bytes = 0;
   double wall_s = 0;
+  double eval_s = 0;  // the step's evaluation, part of wall_s; 0 if absent
   std::optional<double> test_accuracy;
   std::optional<double> test_loss;
   std::optional<std::string> param_checksum;

@@ -24,7 +24,7 @@ constexpr char kStep[] =
 constexpr char kFinal[] =
     R"({"worker": 0, "step": 39, "loss": null, "lr": 0.01, "push_bytes": 1,)"
     R"( "pull_bytes": 2, "push_msg_bytes": 3, "pull_msg_bytes": 4,)"
-    R"( "fp32_bytes": 5, "wall_s": 9, "test_accuracy": 0.875,)"
+    R"( "fp32_bytes": 5, "eval_s": 1.25, "wall_s": 9, "test_accuracy": 0.875,)"
     R"( "test_loss": 0.4, "param_checksum": "0x00000000deadbeef",)"
     R"( "final": true, "something_new": [1, 2]})";
 
@@ -40,6 +40,7 @@ TEST(ParseMetricsLineTest, ReadsAStepRecord) {
   EXPECT_DOUBLE_EQ(record->pull_msg_bytes, 1600);
   EXPECT_DOUBLE_EQ(record->fp32_bytes, 16000);
   EXPECT_DOUBLE_EQ(record->wall_s, 3.25);
+  EXPECT_DOUBLE_EQ(record->eval_s, 0);  // absent: no evaluation
   EXPECT_FALSE(record->test_accuracy.has_value());
   EXPECT_FALSE(record->param_checksum.has_value());
   EXPECT_FALSE(record->final);
@@ -50,6 +51,7 @@ TEST(ParseMetricsLineTest, ReadsTheFinalRecordAndNullLoss) {
   ASSERT_TRUE(record.ok()) << record.status();
   EXPECT_TRUE(std::isnan(record->loss));
   EXPECT_EQ(record->test_accuracy, 0.875);
+  EXPECT_DOUBLE_EQ(record->eval_s, 1.25);
   EXPECT_EQ(record->test_loss, 0.4);
   EXPECT_EQ(record->param_checksum, "0x00000000deadbeef");
   EXPECT_TRUE(record->final);

@@ -29,7 +29,8 @@ std::string StepRecordJson(const StepRecord& r) {
       ",\"fp32_bytes\":", r.fp32_bytes, ",\"compute_s\":", Number(r.compute_s),
       ",\"encode_s\":", Number(r.encode_s),
       ",\"network_s\":", Number(r.network_s),
-      ",\"decode_s\":", Number(r.decode_s), ",\"wall_s\":", Number(r.wall_s));
+      ",\"decode_s\":", Number(r.decode_s), ",\"eval_s\":", Number(r.eval_s),
+      ",\"wall_s\":", Number(r.wall_s));
   if (r.test_accuracy.has_value()) {
     absl::StrAppend(&out, ",\"test_accuracy\":", Number(*r.test_accuracy));
   }
@@ -46,8 +47,8 @@ std::string StepRecordJson(const StepRecord& r) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(
-    const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "w");
+    const std::string& path, bool append) {
+  std::FILE* file = std::fopen(path.c_str(), append ? "a" : "w");
   if (file == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot open --metrics_out '", path, "': ", std::strerror(errno)));

@@ -43,6 +43,9 @@ struct StepRecord {
   double encode_s = 0;
   double network_s = 0;
   double decode_s = 0;
+  // The step's test-set evaluation, 0 without one; part of wall_s, which
+  // is the time since training began when the record is written.
+  double eval_s = 0;
   double wall_s = 0;
   std::optional<double> test_accuracy;
   std::optional<double> test_loss;
@@ -59,10 +62,11 @@ std::string StepRecordJson(const StepRecord& record);
 // Not thread-safe: one training loop writes.
 class MetricsWriter {
  public:
-  // Creates or truncates `path`. INVALID_ARGUMENT naming the path (and the
-  // system's reason) when it cannot be opened.
+  // Creates or truncates `path` (appends to it with `append`: a worker
+  // resumed from a checkpoint continues its records). INVALID_ARGUMENT
+  // naming the path (and the system's reason) when it cannot be opened.
   static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(
-      const std::string& path);
+      const std::string& path, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

@@ -24,13 +24,14 @@ TEST(StepRecordJsonTest, WritesEveryContractFieldInOrder) {
   r.encode_s = 0.125;
   r.network_s = 1.5;
   r.decode_s = 0.0625;
+  r.eval_s = 2.5;
   r.wall_s = 12;
   EXPECT_EQ(StepRecordJson(r),
             "{\"worker\":3,\"step\":41,\"loss\":0.25,\"lr\":0.01,"
             "\"push_bytes\":100,\"pull_bytes\":200,\"push_msg_bytes\":150,"
             "\"pull_msg_bytes\":260,\"fp32_bytes\":4000,\"compute_s\":0.5,"
             "\"encode_s\":0.125,\"network_s\":1.5,\"decode_s\":0.0625,"
-            "\"wall_s\":12}");
+            "\"eval_s\":2.5,\"wall_s\":12}");
 }
 
 TEST(StepRecordJsonTest, OptionalFieldsAppearOnlyWhenSet) {
