@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "kernels/codec_registry.h"
 #include "kernels/sparse_select.h"
 #include "kernels/terngrad.h"
+#include "worker/checkpoint.h"
 #include "worker/codec_config.h"
 #include "worker/fingerprint.h"
 #include "worker/wire_payload.h"
@@ -167,10 +170,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                                  .weight_decay(options.weight_decay));
   }
 
-  return std::unique_ptr<Trainer>(
+  std::unique_ptr<Trainer> trainer(
       new Trainer(options, std::move(model), std::move(data), std::move(logger),
                   std::move(params), std::move(plan), schedule,
                   std::move(codecs), std::move(optimizer), max_message_bytes));
+  TERN_RETURN_IF_ERROR(trainer->RestoreCheckpoint());
+  return trainer;
 }
 
 Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
@@ -192,7 +197,11 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
       max_message_bytes_(max_message_bytes),
       share_scalers_(codecs_.options.id == kernels::CodecId::kTernGrad &&
                      options.mode == "terngrad"),
-      lps_mode_(options.mode != "terngrad") {
+      lps_mode_(options.mode != "terngrad"),
+      checkpoint_path_(options.checkpoint_dir.empty()
+                           ? std::string()
+                           : CheckpointPath(options.checkpoint_dir,
+                                            options.worker_id)) {
   if (lps_mode_) weights_.resize(params_.total_elements());
 }
 
@@ -265,14 +274,36 @@ absl::Status Trainer::Join(PsClient& client) {
                         client.Join(request));
   for (uint32_t shard = 0; shard < responses.size(); ++shard) {
     const tern::v1::JoinResponse& response = responses[shard];
-    if (response.next_step() != 0) {
-      // Resuming mid-run needs the optimizer state and parameters of step
-      // next_step, which only a checkpoint holds.
+    // A shard at start_step_ + 1 completed that step without this worker
+    // having applied it (it died in between): the worker pushes it again
+    // and the shard answers from its retry cache.
+    const uint64_t at = response.next_step();
+    if (at != start_step_ && at != start_step_ + 1) {
+      const std::string shard_name =
+          absl::StrCat("shard ", shard, " (", client.name(shard), ")");
+      if (checkpoint_path_.empty() || (start_step_ == 0 && at > 1)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            shard_name, " continues run '", options_.run_id, "' at step ", at,
+            ", but this worker has no checkpoint to resume from",
+            checkpoint_path_.empty()
+                ? " (no --checkpoint_dir)"
+                : absl::StrCat(" ('", checkpoint_path_, "' does not exist)"),
+            "; give the --checkpoint_dir it wrote, restart the job, or use a "
+            "new --run_id"));
+      }
+      if (at > start_step_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            shard_name, " is at step ", at, ", but checkpoint '",
+            checkpoint_path_, "' resumes at step ", start_step_,
+            ": the shards completed steps this worker cannot replay; "
+            "checkpoint more often (--checkpoint_every) or restart the job"));
+      }
       return absl::FailedPreconditionError(absl::StrCat(
-          "shard ", shard, " (", client.name(shard), ") continues run '",
-          options_.run_id, "' at step ", response.next_step(),
-          ", but this worker has no checkpoint to resume from; restart the "
-          "job or use a new --run_id"));
+          shard_name, " is at step ", at, ", behind checkpoint '",
+          checkpoint_path_, "' at step ", start_step_,
+          ": the shard has restarted and lost the run (shards keep no "
+          "checkpoints); restart the job with a new --run_id or another "
+          "--checkpoint_dir"));
     }
     const std::vector<uint32_t> keys(response.chunk_keys().begin(),
                                      response.chunk_keys().end());
@@ -284,6 +315,14 @@ absl::Status Trainer::Join(PsClient& client) {
           "]: the shards and workers disagree on the partition"));
     }
   }
+  if (start_step_ > 0) {
+    logger_->info("rejoined run '{}' at step {} (shards at step{} {})",
+                  options_.run_id, start_step_, responses.size() > 1 ? "s" : "",
+                  absl::StrJoin(responses, ",",
+                                [](std::string* out, const auto& response) {
+                                  absl::StrAppend(out, response.next_step());
+                                }));
+  }
   logger_->info(
       "joined {} shard(s) as worker {}/{}: {} parameters in {} tensors, {} "
       "chunks ({} in fp32), codec {}{}, checksum {}",
@@ -293,6 +332,103 @@ absl::Status Trainer::Join(PsClient& client) {
       RunCodec().name(),
       codecs_.feedback != nullptr ? " with error feedback" : "",
       FormatChecksum(request.param_checksum()));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreCheckpoint() {
+  if (checkpoint_path_.empty()) return absl::OkStatus();
+  absl::StatusOr<tern::v1::WorkerCheckpoint> checkpoint =
+      ReadCheckpoint(checkpoint_path_);
+  if (absl::IsNotFound(checkpoint.status())) {
+    logger_->info("no checkpoint at {}: starting at step 0",
+                  checkpoint_path_);
+    return absl::OkStatus();
+  }
+  if (!checkpoint.ok()) return checkpoint.status();
+  CheckpointIdentity expected;
+  expected.run_id = options_.run_id;
+  expected.worker_id = options_.worker_id;
+  expected.num_workers = options_.num_workers;
+  expected.codec = options_.codec;
+  expected.param_spec_hash = params_.spec_hash();
+  expected.num_params = params_.total_elements();
+  expected.steps = options_.steps;
+  TERN_RETURN_IF_ERROR(
+      CheckCheckpointIdentity(*checkpoint, expected, checkpoint_path_));
+  auto data_loss = [&](absl::string_view what) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint '", checkpoint_path_, "': ", what));
+  };
+
+  std::vector<float> flat(params_.total_elements());
+  std::memcpy(flat.data(), checkpoint->params().data(),
+              checkpoint->params().size());
+  params_.ScatterParameters(flat);
+  if (params_.Checksum() != checkpoint->param_checksum()) {
+    return data_loss(absl::StrCat(
+        "the parameters have checksum ", FormatChecksum(params_.Checksum()),
+        ", but the checkpoint records ",
+        FormatChecksum(checkpoint->param_checksum()), " (a corrupt file)"));
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    std::istringstream in(checkpoint->optimizer_state());
+    archive.load_from(in);
+    optimizer_->load(archive);
+  } catch (const c10::Error& e) {
+    return data_loss(absl::StrCat("the optimizer state does not load: ",
+                                  e.what_without_backtrace()));
+  }
+  if (codecs_.feedback != nullptr) {
+    if (absl::Status restored =
+            codecs_.feedback->RestoreState(checkpoint->residual_state());
+        !restored.ok()) {
+      return data_loss(absl::StrCat("the error-feedback residuals: ",
+                                    restored.message()));
+    }
+  } else if (!checkpoint->residual_state().empty()) {
+    return data_loss("it holds residuals, but the codec has no error feedback");
+  }
+  batches_.Seek(checkpoint->data_position());
+  start_step_ = checkpoint->next_step();
+  logger_->info("restored checkpoint {}: resuming at step {} of {}, checksum {}",
+                checkpoint_path_, start_step_, options_.steps,
+                FormatChecksum(checkpoint->param_checksum()));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveCheckpoint(uint64_t next_step) const {
+  const absl::Time start = absl::Now();
+  tern::v1::WorkerCheckpoint checkpoint;
+  checkpoint.set_format_version(kCheckpointFormatVersion);
+  checkpoint.set_run_id(options_.run_id);
+  checkpoint.set_worker_id(options_.worker_id);
+  checkpoint.set_num_workers(options_.num_workers);
+  checkpoint.set_codec(options_.codec);
+  checkpoint.set_param_spec_hash(params_.spec_hash());
+  checkpoint.set_steps(options_.steps);
+  checkpoint.set_next_step(next_step);
+  checkpoint.set_data_position(batches_.position());
+  std::vector<float> flat(params_.total_elements());
+  params_.GatherParameters(absl::MakeSpan(flat));
+  checkpoint.set_params(std::string(reinterpret_cast<const char*>(flat.data()),
+                                    flat.size() * sizeof(float)));
+  checkpoint.set_param_checksum(params_.Checksum());
+  {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    checkpoint.set_optimizer_state(std::move(out).str());
+  }
+  if (codecs_.feedback != nullptr) {
+    checkpoint.set_residual_state(codecs_.feedback->SaveState());
+  }
+  TERN_RETURN_IF_ERROR(WriteCheckpoint(checkpoint_path_, checkpoint));
+  logger_->info("checkpoint for step {} written to {} ({:.1f} MiB, {:.2f} s)",
+                next_step, checkpoint_path_,
+                checkpoint.ByteSizeLong() / double(1 << 20),
+                SecondsSince(start));
   return absl::OkStatus();
 }
 
@@ -375,6 +511,9 @@ absl::Status Trainer::LpsStep(PsClient& client, uint64_t step,
   PushPullRequest& push = pushes[0].request;
   push.set_worker_id(options_.worker_id);
   push.set_step(step);
+  // Evaluate the LPS's model, not one quantized draw of it (the answer to
+  // the last step is fp32 anyway).
+  push.set_fp32_weights(Every(options_.eval_every, step));
   for (const Chunk& chunk : chunks) {
     kernels::EncodeContext context;
     context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
@@ -651,7 +790,7 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
   uint64_t steps_since_log = 0;
   double loss_since_log = 0;
 
-  for (uint64_t step = 0; step < options_.steps; ++step) {
+  for (uint64_t step = start_step_; step < options_.steps; ++step) {
     StepRecord rec;
     rec.worker = options_.worker_id;
     rec.step = step;
@@ -664,7 +803,9 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
     const bool final = step + 1 == options_.steps;
     std::optional<Evaluation> evaluation;
     if (final || Every(options_.eval_every, step)) {
+      const absl::Time eval_start = absl::Now();
       evaluation = Evaluate(*model_, data_.test, kEvalBatch);
+      rec.eval_s = SecondsSince(eval_start);
       rec.test_accuracy = evaluation->accuracy;
       rec.test_loss = evaluation->loss;
     }
@@ -702,6 +843,14 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
             ") differ from another worker's: ", checked.message()));
       }
       if (!checked.ok()) return AtStep(step, checked);
+    }
+
+    // After the checks: a checkpoint holds a replica the shards vouched for.
+    if (!checkpoint_path_.empty() &&
+        (final || Every(options_.checkpoint_every, step))) {
+      if (absl::Status saved = SaveCheckpoint(step + 1); !saved.ok()) {
+        return AtStep(step, saved);
+      }
     }
 
     const absl::Time now = absl::Now();

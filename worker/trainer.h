@@ -41,9 +41,15 @@
 // fp32 with its checksum, which the worker checks its loaded weights
 // against, records and logs.
 //
-// Error-feedback residuals live in memory only: workers have no checkpoints
-// yet, so a worker cannot resume a run (Join refuses a shard past step 0)
-// and nothing of a residual outlives its process.
+// Checkpoints (--checkpoint_dir, TernGrad mode): every --checkpoint_every
+// steps and after the last one, the worker writes its parameters, optimizer
+// state, error-feedback residuals, next step and data position
+// (worker/checkpoint.h). Create restores them when the file exists; Join
+// then accepts shards at the checkpoint's next step C, or at C + 1 (they
+// completed step C, and answer this worker's repeated push of it from
+// their retry cache, so the replica comes back bit-identical). Without a
+// checkpoint C is 0. A shard further ahead or behind is refused, naming
+// both steps.
 //
 // Ownership and threads: a Trainer owns its model, data, optimizer and
 // buffers and borrows the PsClient and MetricsWriter given to Run. Run is
@@ -56,6 +62,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -102,6 +109,9 @@ class Trainer {
   const ChunkPlan& plan() const { return plan_; }
   const ParamBuffer& params() const { return params_; }
 
+  // The step Run starts at: 0, or a restored checkpoint's next step.
+  uint64_t start_step() const { return start_step_; }
+
   // The Join request this worker sends every shard (shard_index aside).
   tern::v1::JoinRequest MakeJoinRequest() const;
 
@@ -140,6 +150,12 @@ class Trainer {
           int max_message_bytes);
 
   absl::Status Join(PsClient& client);
+  // Restores options_.checkpoint_dir's checkpoint of this worker, if there
+  // is one, and sets start_step_. FAILED_PRECONDITION when it belongs to
+  // another run, worker or model; DATA_LOSS when it does not read back.
+  absl::Status RestoreCheckpoint();
+  // Writes the checkpoint whose next step is `next_step`.
+  absl::Status SaveCheckpoint(uint64_t next_step) const;
   // One synchronous step; fills the traffic and timing fields of `record`.
   absl::Status Step(PsClient& client, uint64_t step, StepRecord* record);
   // The step of --mode=weightgrad|gaia: push the gradient, load the weights.
@@ -172,6 +188,10 @@ class Trainer {
   std::vector<float> weights_;
   // The LPS's checksum from the answer to the last step (lps_mode_).
   uint64_t lps_checksum_ = 0;
+
+  // --checkpoint_dir's file for this worker; empty: no checkpoints.
+  const std::string checkpoint_path_;
+  uint64_t start_step_ = 0;
 
   std::optional<Evaluation> final_evaluation_;
   uint64_t final_checksum_ = 0;

@@ -19,8 +19,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
-#include "server/aggregator.h"
-#include "server/ps_service.h"
+#include "worker/in_process_shard.h"
 #include "worker/wire_payload.h"
 
 namespace tern::worker {
@@ -28,15 +27,6 @@ namespace {
 
 constexpr absl::Duration kBarrierTimeout = absl::Seconds(20);
 
-// gRPC stays initialized for the whole binary: otherwise every test
-// creates and destroys all gRPC objects, and gRPC 1.51's shutdown and
-// re-initialization race with the threads of its callback API (seen as
-// "assertion failed: prior > 0" in grpc_cq_internal_unref).
-class GrpcEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { grpc_init(); }
-  void TearDown() override { grpc_shutdown(); }
-};
 ::testing::Environment* const kGrpcEnvironment =
     ::testing::AddGlobalTestEnvironment(new GrpcEnvironment);
 
@@ -219,51 +209,7 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
   std::map<uint32_t, Pushed> first_push_ ABSL_GUARDED_BY(mu_);
 };
 
-// The real shard: server/'s aggregator behind its gRPC service, with the
-// thread that expires barrier deadlines as `tern ps` runs it.
-class RealShard {
- public:
-  RealShard(uint32_t shard, uint32_t num_shards, uint32_t num_workers,
-            absl::Duration barrier_timeout) {
-    server::AggregatorOptions options;
-    options.shard_index = shard;
-    options.num_shards = num_shards;
-    options.num_workers = num_workers;
-    options.barrier_timeout = barrier_timeout;
-    aggregator_ = *server::Aggregator::Create(options, MakeNullLogger());
-    service_ = std::make_unique<server::PsService>(aggregator_.get(),
-                                                   MakeNullLogger());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
-    builder.RegisterService(service_.get());
-    builder.SetMaxReceiveMessageSize(64 << 20);
-    builder.SetMaxSendMessageSize(64 << 20);
-    server_ = builder.BuildAndStart();
-    ticker_ = std::thread([this] {
-      while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
-        (void)aggregator_->ExpireWaits(absl::Now());
-      }
-    });
-  }
-  ~RealShard() {
-    stop_.Notify();
-    ticker_.join();
-    aggregator_->Close(absl::UnavailableError("test shard stops"));
-    server_->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
-  }
-  int port() const { return port_; }
-  server::Aggregator& aggregator() { return *aggregator_; }
-
- private:
-  std::unique_ptr<server::Aggregator> aggregator_;
-  std::unique_ptr<server::PsService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-  absl::Notification stop_;
-  std::thread ticker_;
-};
-
+// kReal: server/'s shard (worker/in_process_shard.h).
 enum class ShardKind { kFake, kReal };
 
 struct WorkerResult {
@@ -283,7 +229,7 @@ class Cluster {
           absl::Duration barrier_timeout = absl::Seconds(20))
       : options_(options) {
     for (uint32_t s = 0; kind == ShardKind::kReal && s < num_shards; ++s) {
-      real_shards_.push_back(std::make_unique<RealShard>(
+      real_shards_.push_back(std::make_unique<InProcessShard>(
           s, num_shards, options.num_workers, barrier_timeout));
       options_.ps.push_back(
           absl::StrCat("127.0.0.1:", real_shards_.back()->port()));
@@ -378,7 +324,7 @@ class Cluster {
   WorkerOptions options_;
   std::vector<std::unique_ptr<FakeShard>> shards_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
-  std::vector<std::unique_ptr<RealShard>> real_shards_;
+  std::vector<std::unique_ptr<InProcessShard>> real_shards_;
 };
 
 WorkerOptions SmallRun() {

@@ -138,6 +138,14 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "num_workers", &o->num_workers, "number of workers in the job")
       ->check(CLI::Range(1u, kU32Max))
       ->group("Cluster");
+  Flag(app, "data_slice", &o->data_slice,
+       "which slice of the training set this worker reads, in [0, "
+       "num_data_slices) (default: its --worker_id)")
+      ->group("Cluster");
+  Flag(app, "num_data_slices", &o->num_data_slices,
+       "how many slices the training set is cut into (0: --num_workers); "
+       "geo runs give every worker of every data center its own slice")
+      ->group("Cluster");
   Flag(app, "ps", &o->ps,
        "parameter-server shard addresses host:port, comma-separated, in "
        "shard-index order")
@@ -214,8 +222,7 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "(baselines); onebit (Seide et al. 2014), threshold (Strom 2015), "
        "adaptive (Dryden et al. 2016), dropping (Aji & Heafield 2017) with "
        "error feedback; qsgd (Alistarh et al. 2017). Error-feedback "
-       "residuals live in memory only: they are not checkpointed yet "
-       "(workers have no checkpoints)")
+       "residuals are part of the worker's checkpoint (--checkpoint_dir)")
       ->check(GradientCodec())
       ->group("Communication");
   Flag(app, "packing", &o->packing,
@@ -303,6 +310,16 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "metrics_out", &o->metrics_out,
        "JSONL file, one record per step (empty: none)")
       ->group("Checks and output");
+  Flag(app, "checkpoint_dir", &o->checkpoint_dir,
+       "directory of this worker's checkpoint (worker-<id>.ckpt: parameters, "
+       "optimizer state, error-feedback residuals, step, data position); "
+       "when the file exists the worker resumes from it and rejoins the "
+       "running shards (empty: no checkpoints; --mode=terngrad only)")
+      ->group("Checks and output");
+  Flag(app, "checkpoint_every", &o->checkpoint_every,
+       "write the checkpoint every N steps (also after the last step; 0: "
+       "only then)")
+      ->group("Checks and output");
   Flag(app, "log_level", &o->log_level, "log level")
       ->check(CLI::IsMember(
           {"trace", "debug", "info", "warn", "error", "critical", "off"}))
@@ -387,6 +404,12 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
     if (o.momentum >= 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("--momentum must be below 1 with --mode=", o.mode));
+    }
+    if (!o.checkpoint_dir.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--checkpoint_dir with --mode=", o.mode,
+          ": the local parameter server holds the weights and optimizer "
+          "state; worker checkpoints are for --mode=terngrad"));
     }
     if (o.mode == "weightgrad" && o.codec != "terngrad") {
       return absl::InvalidArgumentError(

@@ -166,6 +166,32 @@ TEST(WorkerFlagsTest, WeightGradModesCheckWhatTheLpsCanRun) {
   options.mode = "gaia";
   options.codec = "fp32";
   EXPECT_TRUE(ValidateWorkerOptions(options).ok());
+  options.checkpoint_dir = "/ckpt";
+  EXPECT_NE(ValidateWorkerOptions(options).message().find(
+                "--checkpoint_dir with --mode=gaia"),
+            std::string::npos);
+}
+
+TEST(WorkerFlagsTest, DataSliceFlags) {
+  Parsed parsed;
+  parsed.Parse("--worker_id=1 --num_workers=2 --data_slice=5 "
+               "--num_data_slices=6");
+  EXPECT_EQ(parsed.options.DataSlice(), 5u);
+  EXPECT_EQ(parsed.options.NumDataSlices(), 6u);
+  Parsed defaults;
+  defaults.Parse("--worker_id=1 --num_workers=2");
+  EXPECT_EQ(defaults.options.DataSlice(), 1u);
+  EXPECT_EQ(defaults.options.NumDataSlices(), 2u);
+}
+
+TEST(WorkerFlagsTest, CheckpointFlags) {
+  Parsed parsed;
+  parsed.Parse("--checkpoint_dir=/ckpt --checkpoint_every=25");
+  EXPECT_EQ(parsed.options.checkpoint_dir, "/ckpt");
+  EXPECT_EQ(parsed.options.checkpoint_every, 25u);
+  Parsed defaults;
+  EXPECT_EQ(defaults.options.checkpoint_dir, "");
+  EXPECT_EQ(defaults.options.checkpoint_every, 100u);
 }
 
 TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
@@ -312,12 +338,13 @@ TEST(WorkerFlagsTest, SwitchesTakeExplicitValuesAndTheEnvironment) {
   EXPECT_EQ(overridden.options.tau, 0.125f);
 }
 
-TEST(WorkerFlagsTest, TheHelpNamesThePapersAndThatResidualsAreNotCheckpointed) {
+TEST(WorkerFlagsTest, TheHelpNamesThePapersAndThatResidualsAreCheckpointed) {
   Parsed parsed;
   const std::string help = parsed.app.help();
   for (const char* text :
        {"Strom 2015", "Dryden et al. 2016", "Aji & Heafield 2017",
-        "Alistarh et al. 2017", "Seide et al. 2014", "not checkpointed",
+        "Alistarh et al. 2017", "Seide et al. 2014",
+        "residuals are part of the worker's checkpoint",
         "onebit", "qsgd", "threshold", "adaptive", "dropping"}) {
     EXPECT_NE(help.find(text), std::string::npos) << text;
   }

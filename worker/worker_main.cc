@@ -45,7 +45,8 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!options.metrics_out.empty()) {
-    TERN_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(options.metrics_out));
+    TERN_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(options.metrics_out,
+                                                    trainer->start_step() > 0));
   }
   return trainer->Run(*client, metrics.get());
 }

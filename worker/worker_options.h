@@ -89,6 +89,10 @@ struct WorkerOptions {
   uint64_t check_every = 100;            // parameter checksum every N steps
   uint64_t eval_every = 200;             // test-set evaluation every N steps
   std::string metrics_out;               // JSONL file, one record per step
+  // Worker checkpoints (worker/checkpoint.h): the directory (empty: none)
+  // and how often, in steps; one is also written after the last step.
+  std::string checkpoint_dir;
+  uint64_t checkpoint_every = 100;
   std::string log_level = "info";
 };
 

@@ -1,0 +1,53 @@
+// Test support: the real parameter-server shard of server/ (Aggregator
+// behind PsService) on a loopback port inside the test process, with the
+// ticker that expires its barriers, so that worker tests can run Trainers
+// in threads against it. Test-only: worker/ does not depend on server/.
+#ifndef TERN_WORKER_IN_PROCESS_SHARD_H_
+#define TERN_WORKER_IN_PROCESS_SHARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "grpcpp/server.h"
+#include "server/aggregator.h"
+#include "server/ps_service.h"
+
+namespace tern::worker {
+
+// gRPC stays initialized for the whole test binary: otherwise every test
+// creates and destroys all gRPC objects, and gRPC 1.51's shutdown and
+// re-initialization race with the threads of its callback API (seen as
+// "assertion failed: prior > 0" in grpc_cq_internal_unref). Register it
+// once per binary with ::testing::AddGlobalTestEnvironment.
+class GrpcEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override;
+  void TearDown() override;
+};
+
+class InProcessShard {
+ public:
+  InProcessShard(uint32_t shard, uint32_t num_shards, uint32_t num_workers,
+                 absl::Duration barrier_timeout);
+  // Closes the aggregator (pending calls get UNAVAILABLE) and the server.
+  ~InProcessShard();
+
+  int port() const { return port_; }
+  server::Aggregator& aggregator() { return *aggregator_; }
+
+ private:
+  std::unique_ptr<server::Aggregator> aggregator_;
+  std::unique_ptr<server::PsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Notification stop_;
+  std::thread ticker_;
+};
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_IN_PROCESS_SHARD_H_

@@ -1,0 +1,345 @@
+// A worker that dies mid-run and is restarted from its checkpoint
+// (--checkpoint_dir) rejoins the shards that kept running and ends with the
+// same parameters as a run where nothing happened: the checkpoint holds its
+// parameters, optimizer state, error-feedback residuals, step and data
+// position, and a shard that completed the step the worker died in answers
+// the repeated push from its retry cache. Workers run as threads against
+// server/'s real shards on loopback.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "tern/v1/parameter_server.grpc.pb.h"
+#include "worker/checkpoint.h"
+#include "worker/in_process_shard.h"
+#include "worker/trainer.h"
+
+namespace tern::worker {
+namespace {
+
+::testing::Environment* const kGrpcEnvironment =
+    ::testing::AddGlobalTestEnvironment(new GrpcEnvironment);
+
+using Stub = tern::v1::ParameterServer::Stub;
+
+// Stands between one worker and one real shard and forwards every call,
+// except the worker's PushPull of `crash_step`: that one fails with
+// ABORTED, as if the worker died there, after reaching the shard
+// (`forward`: the shard completes the step without the worker) or before.
+class CrashingProxy final : public tern::v1::ParameterServer::Service {
+ public:
+  CrashingProxy(int shard_port, uint64_t crash_step, bool forward)
+      : stub_(tern::v1::ParameterServer::NewStub(grpc::CreateChannel(
+            absl::StrCat("127.0.0.1:", shard_port),
+            grpc::InsecureChannelCredentials()))),
+        crash_step_(crash_step),
+        forward_(forward) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(this);
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    server_ = builder.BuildAndStart();
+  }
+  ~CrashingProxy() override { server_->Shutdown(gpr_now(GPR_CLOCK_REALTIME)); }
+  int port() const { return port_; }
+
+  grpc::Status Join(grpc::ServerContext*, const tern::v1::JoinRequest* request,
+                    tern::v1::JoinResponse* response) override {
+    return Forward(&Stub::Join, *request, response);
+  }
+  grpc::Status ShareScalers(grpc::ServerContext*,
+                            const tern::v1::ShareScalersRequest* request,
+                            tern::v1::ShareScalersResponse* response) override {
+    return Forward(&Stub::ShareScalers, *request, response);
+  }
+  grpc::Status PushPull(grpc::ServerContext*,
+                        const tern::v1::PushPullRequest* request,
+                        tern::v1::PushPullResponse* response) override {
+    if (request->step() != crash_step_) {
+      return Forward(&Stub::PushPull, *request, response);
+    }
+    if (forward_) {
+      tern::v1::PushPullResponse dropped;
+      (void)Forward(&Stub::PushPull, *request, &dropped);
+    }
+    return grpc::Status(grpc::StatusCode::ABORTED, "injected crash");
+  }
+  grpc::Status CheckParams(grpc::ServerContext*,
+                           const tern::v1::CheckParamsRequest* request,
+                           tern::v1::CheckParamsResponse* response) override {
+    return Forward(&Stub::CheckParams, *request, response);
+  }
+
+ private:
+  template <typename Request, typename Response>
+  grpc::Status Forward(grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                    const Request&, Response*),
+                       const Request& request, Response* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    return (stub_.get()->*method)(&context, request, response);
+  }
+
+  std::unique_ptr<Stub> stub_;
+  const uint64_t crash_step_;
+  const bool forward_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+WorkerOptions ResumeRun(const std::string& codec) {
+  WorkerOptions options;
+  options.num_workers = 2;
+  options.model = "lenet";
+  options.dataset = "synthetic";
+  options.batch_size = 16;
+  options.steps = 6;
+  options.lr = 0.02;
+  options.eval_every = 0;
+  options.check_every = 1;
+  options.seed = 11;
+  options.codec = codec;
+  options.partition_bytes = 1 << 20;
+  return options;
+}
+
+std::vector<std::string> Addresses(const std::vector<int>& ports) {
+  std::vector<std::string> addresses;
+  for (const int port : ports) {
+    addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  }
+  return addresses;
+}
+
+// A Trainer for `options` and the shards at `ports` with the model and
+// data `tern worker` would build; the model is built right after
+// torch::manual_seed.
+std::unique_ptr<Trainer> MakeTrainer(WorkerOptions options,
+                                     const std::vector<int>& ports) {
+  options.ps = Addresses(ports);
+  absl::StatusOr<TrainTest> data =
+      LoadDataset(options.dataset, "", options.seed);
+  EXPECT_TRUE(data.ok()) << data.status();
+  if (!data.ok()) return nullptr;
+  torch::manual_seed(options.seed);
+  absl::StatusOr<std::shared_ptr<Model>> model =
+      MakeModel(options.model, data->train.shape);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(
+      options, *std::move(model), *std::move(data), MakeNullLogger());
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  return trainer.ok() ? *std::move(trainer) : nullptr;
+}
+
+std::unique_ptr<PsClient> ClientFor(const std::vector<int>& ports,
+                                    const Trainer& trainer) {
+  PsClientOptions options;
+  options.rpc_timeout = absl::Seconds(30);
+  options.join_timeout = absl::Seconds(10);
+  options.max_message_bytes = trainer.max_message_bytes();
+  return *PsClient::Connect(Addresses(ports), options, MakeNullLogger());
+}
+
+struct Shards {
+  Shards(uint32_t num_shards, uint32_t num_workers,
+         absl::Duration barrier_timeout) {
+    for (uint32_t s = 0; s < num_shards; ++s) {
+      shards.push_back(std::make_unique<InProcessShard>(
+          s, num_shards, num_workers, barrier_timeout));
+      ports.push_back(shards.back()->port());
+    }
+  }
+  std::vector<std::unique_ptr<InProcessShard>> shards;
+  std::vector<int> ports;
+};
+
+// The final checksum of both workers of an undisturbed run.
+uint64_t UndisturbedChecksum(const WorkerOptions& options) {
+  Shards shards(2, 2, absl::Seconds(20));
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (uint32_t w = 0; w < 2; ++w) {
+    WorkerOptions mine = options;
+    mine.worker_id = w;
+    trainers.push_back(MakeTrainer(mine, shards.ports));
+    if (trainers.back() == nullptr) return 0;
+    clients.push_back(ClientFor(shards.ports, *trainers.back()));
+  }
+  absl::Status statuses[2];
+  std::thread other([&] { statuses[1] = trainers[1]->Run(*clients[1], nullptr); });
+  statuses[0] = trainers[0]->Run(*clients[0], nullptr);
+  other.join();
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0];
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1];
+  EXPECT_EQ(trainers[0]->final_checksum(), trainers[1]->final_checksum());
+  return trainers[0]->final_checksum();
+}
+
+struct Crash {
+  const char* name;
+  const char* codec;
+  bool reached_the_shard;  // the push of the crash step got there
+};
+
+class TrainerResumeTest : public ::testing::TestWithParam<Crash> {};
+
+TEST_P(TrainerResumeTest, ARestartedWorkerEndsBitIdenticalToAnUndisturbedRun) {
+  const Crash& crash = GetParam();
+  const WorkerOptions options = ResumeRun(crash.codec);
+  const uint64_t expected = UndisturbedChecksum(options);
+  ASSERT_NE(expected, 0u);
+
+  constexpr uint64_t kCrashStep = 3;
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
+                                       crash.name);
+  std::filesystem::remove_all(dir);
+  Shards shards(2, 2, absl::Seconds(20));
+  WorkerOptions first = options;
+  first.worker_id = 0;
+  WorkerOptions second = options;
+  second.worker_id = 1;
+  second.checkpoint_dir = dir;
+  second.checkpoint_every = 1;
+  std::unique_ptr<Trainer> worker0 = MakeTrainer(first, shards.ports);
+  std::unique_ptr<Trainer> doomed = MakeTrainer(second, shards.ports);
+  ASSERT_NE(worker0, nullptr);
+  ASSERT_NE(doomed, nullptr);
+  EXPECT_EQ(doomed->start_step(), 0u);  // no checkpoint yet
+  std::vector<std::unique_ptr<CrashingProxy>> proxies;
+  std::vector<int> proxy_ports;
+  for (const int port : shards.ports) {
+    proxies.push_back(std::make_unique<CrashingProxy>(port, kCrashStep,
+                                                      crash.reached_the_shard));
+    proxy_ports.push_back(proxies.back()->port());
+  }
+  std::unique_ptr<PsClient> client0 = ClientFor(shards.ports, *worker0);
+  std::unique_ptr<PsClient> doomed_client = ClientFor(proxy_ports, *doomed);
+
+  absl::Status status0;
+  std::thread survivor([&] { status0 = worker0->Run(*client0, nullptr); });
+  const absl::Status died = doomed->Run(*doomed_client, nullptr);
+  EXPECT_TRUE(absl::IsAborted(died)) << died;
+  EXPECT_NE(died.message().find("injected crash"), std::string::npos) << died;
+
+  // The restart: a new process would build the same model from the seed,
+  // then find the checkpoint written after step kCrashStep - 1.
+  std::unique_ptr<Trainer> restarted = MakeTrainer(second, shards.ports);
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_EQ(restarted->start_step(), kCrashStep);
+  std::unique_ptr<PsClient> client1 = ClientFor(shards.ports, *restarted);
+  const absl::Status status1 = restarted->Run(*client1, nullptr);
+  survivor.join();
+  ASSERT_TRUE(status0.ok()) << status0;
+  ASSERT_TRUE(status1.ok()) << status1;
+  EXPECT_EQ(restarted->final_checksum(), worker0->final_checksum());
+  EXPECT_EQ(restarted->final_checksum(), expected);
+
+  // The checkpoint after the last step records the finished run, which a
+  // further restart refuses to resume.
+  absl::StatusOr<tern::v1::WorkerCheckpoint> last =
+      ReadCheckpoint(CheckpointPath(dir, 1));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->next_step(), options.steps);
+  EXPECT_EQ(last->param_checksum(), expected);
+  absl::StatusOr<TrainTest> data =
+      LoadDataset(options.dataset, "", options.seed);
+  ASSERT_TRUE(data.ok());
+  torch::manual_seed(options.seed);
+  second.ps = Addresses(shards.ports);
+  absl::StatusOr<std::unique_ptr<Trainer>> again = Trainer::Create(
+      second, *MakeModel(options.model, data->train.shape), *std::move(data),
+      MakeNullLogger());
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find("finished run"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Crashes, TrainerResumeTest,
+    ::testing::Values(
+        // Scaler sharing and the shards' retry cache.
+        Crash{"terngrad_after_push", "terngrad", true},
+        Crash{"terngrad_before_push", "terngrad", false},
+        // Error feedback: a lost residual would change every later push,
+        // and so the final parameters.
+        Crash{"onebit_after_push", "onebit", true},
+        Crash{"dropping_before_push", "dropping", false}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// With checkpoints every 2 steps, a worker dying at step 3 after its push
+// comes back from step 2 while the shards completed step 3: it cannot
+// replay step 2 and says so, naming both steps.
+TEST(TrainerResumeTest, AShardTooFarAheadIsRefusedNamingBothSteps) {
+  WorkerOptions options = ResumeRun("terngrad");
+  const std::string dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR"), "/too_far_ahead");
+  std::filesystem::remove_all(dir);
+  Shards shards(1, 2, absl::Seconds(3));
+  WorkerOptions first = options;
+  first.worker_id = 0;
+  WorkerOptions second = options;
+  second.worker_id = 1;
+  second.checkpoint_dir = dir;
+  second.checkpoint_every = 2;
+  std::unique_ptr<Trainer> worker0 = MakeTrainer(first, shards.ports);
+  std::unique_ptr<Trainer> doomed = MakeTrainer(second, shards.ports);
+  ASSERT_NE(worker0, nullptr);
+  ASSERT_NE(doomed, nullptr);
+  CrashingProxy proxy(shards.ports[0], /*crash_step=*/3, /*forward=*/true);
+  std::unique_ptr<PsClient> client0 = ClientFor(shards.ports, *worker0);
+  std::unique_ptr<PsClient> doomed_client = ClientFor({proxy.port()}, *doomed);
+  absl::Status status0;
+  std::thread survivor([&] { status0 = worker0->Run(*client0, nullptr); });
+  EXPECT_TRUE(absl::IsAborted(doomed->Run(*doomed_client, nullptr)));
+
+  std::unique_ptr<Trainer> restarted = MakeTrainer(second, shards.ports);
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_EQ(restarted->start_step(), 2u);
+  std::unique_ptr<PsClient> client1 = ClientFor(shards.ports, *restarted);
+  const absl::Status status1 = restarted->Run(*client1, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status1)) << status1;
+  EXPECT_NE(status1.message().find("is at step 4, but checkpoint"),
+            std::string::npos)
+      << status1;
+  EXPECT_NE(status1.message().find("resumes at step 2"), std::string::npos)
+      << status1;
+  // Worker 0 waits for a step 4 that never comes, and times out.
+  survivor.join();
+  EXPECT_FALSE(status0.ok());
+}
+
+TEST(TrainerResumeTest, ACheckpointOfAnotherRunIsRefusedAtCreate) {
+  WorkerOptions options = ResumeRun("onebit");
+  options.worker_id = 1;
+  options.ps = {"127.0.0.1:1"};
+  options.checkpoint_dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR"), "/another_run");
+  tern::v1::WorkerCheckpoint foreign;
+  foreign.set_format_version(kCheckpointFormatVersion);
+  foreign.set_run_id("yesterday");
+  foreign.set_worker_id(1);
+  ASSERT_TRUE(
+      WriteCheckpoint(CheckpointPath(options.checkpoint_dir, 1), foreign).ok());
+  absl::StatusOr<TrainTest> data =
+      LoadDataset(options.dataset, "", options.seed);
+  ASSERT_TRUE(data.ok());
+  torch::manual_seed(options.seed);
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(
+      options, *MakeModel(options.model, data->train.shape), *std::move(data),
+      MakeNullLogger());
+  EXPECT_TRUE(absl::IsFailedPrecondition(trainer.status())) << trainer.status();
+  EXPECT_NE(trainer.status().message().find("run_id 'yesterday'"),
+            std::string::npos)
+      << trainer.status();
+}
+
+}  // namespace
+}  // namespace tern::worker
