@@ -184,6 +184,74 @@ uint64_t UndisturbedChecksum(const WorkerOptions& options) {
   return trainers[0]->final_checksum();
 }
 
+// Two workers on `num_shards` real shards; worker 1 checkpoints into `dir`
+// every `checkpoint_every` steps, dies in its PushPull of `crash_step`
+// (`reached_the_shard`: after its push got there) and is restarted from its
+// checkpoint while worker 0 keeps running.
+struct CrashPlan {
+  uint32_t num_shards = 2;
+  absl::Duration barrier_timeout = absl::Seconds(20);
+  std::string dir;
+  uint64_t checkpoint_every = 1;
+  uint64_t crash_step = 3;
+  bool reached_the_shard = true;
+};
+
+struct CrashOutcome {
+  absl::Status survivor;      // worker 0's Run
+  absl::Status died;          // worker 1's first Run
+  uint64_t resumed_at = 0;    // the restarted worker 1's start_step()
+  absl::Status restarted;     // its Run
+  uint64_t survivor_checksum = 0;
+  uint64_t restarted_checksum = 0;
+};
+
+CrashOutcome CrashAndRestart(const WorkerOptions& options,
+                             const CrashPlan& plan) {
+  CrashOutcome outcome;
+  std::filesystem::remove_all(plan.dir);
+  Shards shards(plan.num_shards, 2, plan.barrier_timeout);
+  WorkerOptions first = options;
+  first.worker_id = 0;
+  WorkerOptions second = options;
+  second.worker_id = 1;
+  second.checkpoint_dir = plan.dir;
+  second.checkpoint_every = plan.checkpoint_every;
+  std::unique_ptr<Trainer> worker0 = MakeTrainer(first, shards.ports);
+  std::unique_ptr<Trainer> doomed = MakeTrainer(second, shards.ports);
+  if (worker0 == nullptr || doomed == nullptr) return outcome;
+  EXPECT_EQ(doomed->start_step(), 0u);  // no checkpoint yet
+  std::vector<std::unique_ptr<CrashingProxy>> proxies;
+  std::vector<int> proxy_ports;
+  for (const int port : shards.ports) {
+    proxies.push_back(std::make_unique<CrashingProxy>(
+        port, plan.crash_step, plan.reached_the_shard));
+    proxy_ports.push_back(proxies.back()->port());
+  }
+  std::unique_ptr<PsClient> client0 = ClientFor(shards.ports, *worker0);
+  std::unique_ptr<PsClient> doomed_client = ClientFor(proxy_ports, *doomed);
+
+  std::thread survivor(
+      [&] { outcome.survivor = worker0->Run(*client0, nullptr); });
+  outcome.died = doomed->Run(*doomed_client, nullptr);
+  // The restart: a new process builds the same model from the seed, then
+  // finds the checkpoint.
+  std::unique_ptr<Trainer> restarted = MakeTrainer(second, shards.ports);
+  if (restarted != nullptr) {
+    outcome.resumed_at = restarted->start_step();
+    std::unique_ptr<PsClient> client1 = ClientFor(shards.ports, *restarted);
+    outcome.restarted = restarted->Run(*client1, nullptr);
+    outcome.restarted_checksum = restarted->final_checksum();
+  }
+  survivor.join();
+  outcome.survivor_checksum = worker0->final_checksum();
+  return outcome;
+}
+
+std::string TestDir(absl::string_view name) {
+  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+}
+
 struct Crash {
   const char* name;
   const char* codec;
@@ -198,66 +266,38 @@ TEST_P(TrainerResumeTest, ARestartedWorkerEndsBitIdenticalToAnUndisturbedRun) {
   const uint64_t expected = UndisturbedChecksum(options);
   ASSERT_NE(expected, 0u);
 
-  constexpr uint64_t kCrashStep = 3;
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
-                                       crash.name);
-  std::filesystem::remove_all(dir);
-  Shards shards(2, 2, absl::Seconds(20));
-  WorkerOptions first = options;
-  first.worker_id = 0;
-  WorkerOptions second = options;
-  second.worker_id = 1;
-  second.checkpoint_dir = dir;
-  second.checkpoint_every = 1;
-  std::unique_ptr<Trainer> worker0 = MakeTrainer(first, shards.ports);
-  std::unique_ptr<Trainer> doomed = MakeTrainer(second, shards.ports);
-  ASSERT_NE(worker0, nullptr);
-  ASSERT_NE(doomed, nullptr);
-  EXPECT_EQ(doomed->start_step(), 0u);  // no checkpoint yet
-  std::vector<std::unique_ptr<CrashingProxy>> proxies;
-  std::vector<int> proxy_ports;
-  for (const int port : shards.ports) {
-    proxies.push_back(std::make_unique<CrashingProxy>(port, kCrashStep,
-                                                      crash.reached_the_shard));
-    proxy_ports.push_back(proxies.back()->port());
-  }
-  std::unique_ptr<PsClient> client0 = ClientFor(shards.ports, *worker0);
-  std::unique_ptr<PsClient> doomed_client = ClientFor(proxy_ports, *doomed);
-
-  absl::Status status0;
-  std::thread survivor([&] { status0 = worker0->Run(*client0, nullptr); });
-  const absl::Status died = doomed->Run(*doomed_client, nullptr);
-  EXPECT_TRUE(absl::IsAborted(died)) << died;
-  EXPECT_NE(died.message().find("injected crash"), std::string::npos) << died;
-
-  // The restart: a new process would build the same model from the seed,
-  // then find the checkpoint written after step kCrashStep - 1.
-  std::unique_ptr<Trainer> restarted = MakeTrainer(second, shards.ports);
-  ASSERT_NE(restarted, nullptr);
-  EXPECT_EQ(restarted->start_step(), kCrashStep);
-  std::unique_ptr<PsClient> client1 = ClientFor(shards.ports, *restarted);
-  const absl::Status status1 = restarted->Run(*client1, nullptr);
-  survivor.join();
-  ASSERT_TRUE(status0.ok()) << status0;
-  ASSERT_TRUE(status1.ok()) << status1;
-  EXPECT_EQ(restarted->final_checksum(), worker0->final_checksum());
-  EXPECT_EQ(restarted->final_checksum(), expected);
+  CrashPlan plan;
+  plan.dir = TestDir(crash.name);
+  plan.reached_the_shard = crash.reached_the_shard;
+  const CrashOutcome outcome = CrashAndRestart(options, plan);
+  EXPECT_TRUE(absl::IsAborted(outcome.died)) << outcome.died;
+  EXPECT_NE(outcome.died.message().find("injected crash"), std::string::npos)
+      << outcome.died;
+  // The checkpoint written after step crash_step - 1.
+  EXPECT_EQ(outcome.resumed_at, plan.crash_step);
+  ASSERT_TRUE(outcome.survivor.ok()) << outcome.survivor;
+  ASSERT_TRUE(outcome.restarted.ok()) << outcome.restarted;
+  EXPECT_EQ(outcome.restarted_checksum, outcome.survivor_checksum);
+  EXPECT_EQ(outcome.restarted_checksum, expected);
 
   // The checkpoint after the last step records the finished run, which a
   // further restart refuses to resume.
   absl::StatusOr<tern::v1::WorkerCheckpoint> last =
-      ReadCheckpoint(CheckpointPath(dir, 1));
+      ReadCheckpoint(CheckpointPath(plan.dir, 1));
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(last->next_step(), options.steps);
   EXPECT_EQ(last->param_checksum(), expected);
   absl::StatusOr<TrainTest> data =
       LoadDataset(options.dataset, "", options.seed);
   ASSERT_TRUE(data.ok());
+  WorkerOptions again_options = options;
+  again_options.worker_id = 1;
+  again_options.ps = {"127.0.0.1:1", "127.0.0.1:2"};
+  again_options.checkpoint_dir = plan.dir;
   torch::manual_seed(options.seed);
-  second.ps = Addresses(shards.ports);
   absl::StatusOr<std::unique_ptr<Trainer>> again = Trainer::Create(
-      second, *MakeModel(options.model, data->train.shape), *std::move(data),
-      MakeNullLogger());
+      again_options, *MakeModel(options.model, data->train.shape),
+      *std::move(data), MakeNullLogger());
   EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
   EXPECT_NE(again.status().message().find("finished run"), std::string::npos);
 }
@@ -278,50 +318,32 @@ INSTANTIATE_TEST_SUITE_P(
 // comes back from step 2 while the shards completed step 3: it cannot
 // replay step 2 and says so, naming both steps.
 TEST(TrainerResumeTest, AShardTooFarAheadIsRefusedNamingBothSteps) {
-  WorkerOptions options = ResumeRun("terngrad");
-  const std::string dir =
-      absl::StrCat(std::getenv("TEST_TMPDIR"), "/too_far_ahead");
-  std::filesystem::remove_all(dir);
-  Shards shards(1, 2, absl::Seconds(3));
-  WorkerOptions first = options;
-  first.worker_id = 0;
-  WorkerOptions second = options;
-  second.worker_id = 1;
-  second.checkpoint_dir = dir;
-  second.checkpoint_every = 2;
-  std::unique_ptr<Trainer> worker0 = MakeTrainer(first, shards.ports);
-  std::unique_ptr<Trainer> doomed = MakeTrainer(second, shards.ports);
-  ASSERT_NE(worker0, nullptr);
-  ASSERT_NE(doomed, nullptr);
-  CrashingProxy proxy(shards.ports[0], /*crash_step=*/3, /*forward=*/true);
-  std::unique_ptr<PsClient> client0 = ClientFor(shards.ports, *worker0);
-  std::unique_ptr<PsClient> doomed_client = ClientFor({proxy.port()}, *doomed);
-  absl::Status status0;
-  std::thread survivor([&] { status0 = worker0->Run(*client0, nullptr); });
-  EXPECT_TRUE(absl::IsAborted(doomed->Run(*doomed_client, nullptr)));
-
-  std::unique_ptr<Trainer> restarted = MakeTrainer(second, shards.ports);
-  ASSERT_NE(restarted, nullptr);
-  EXPECT_EQ(restarted->start_step(), 2u);
-  std::unique_ptr<PsClient> client1 = ClientFor(shards.ports, *restarted);
-  const absl::Status status1 = restarted->Run(*client1, nullptr);
-  EXPECT_TRUE(absl::IsFailedPrecondition(status1)) << status1;
-  EXPECT_NE(status1.message().find("is at step 4, but checkpoint"),
+  CrashPlan plan;
+  plan.num_shards = 1;
+  plan.barrier_timeout = absl::Seconds(3);
+  plan.dir = TestDir("too_far_ahead");
+  plan.checkpoint_every = 2;
+  const CrashOutcome outcome =
+      CrashAndRestart(ResumeRun("terngrad"), plan);
+  EXPECT_TRUE(absl::IsAborted(outcome.died)) << outcome.died;
+  EXPECT_EQ(outcome.resumed_at, 2u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(outcome.restarted))
+      << outcome.restarted;
+  EXPECT_NE(outcome.restarted.message().find("is at step 4, but checkpoint"),
             std::string::npos)
-      << status1;
-  EXPECT_NE(status1.message().find("resumes at step 2"), std::string::npos)
-      << status1;
+      << outcome.restarted;
+  EXPECT_NE(outcome.restarted.message().find("resumes at step 2"),
+            std::string::npos)
+      << outcome.restarted;
   // Worker 0 waits for a step 4 that never comes, and times out.
-  survivor.join();
-  EXPECT_FALSE(status0.ok());
+  EXPECT_FALSE(outcome.survivor.ok());
 }
 
 TEST(TrainerResumeTest, ACheckpointOfAnotherRunIsRefusedAtCreate) {
   WorkerOptions options = ResumeRun("onebit");
   options.worker_id = 1;
   options.ps = {"127.0.0.1:1"};
-  options.checkpoint_dir =
-      absl::StrCat(std::getenv("TEST_TMPDIR"), "/another_run");
+  options.checkpoint_dir = TestDir("another_run");
   tern::v1::WorkerCheckpoint foreign;
   foreign.set_format_version(kCheckpointFormatVersion);
   foreign.set_run_id("yesterday");
