@@ -312,12 +312,15 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
 
 std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
                                        uint32_t worker) {
+  const bool geo = !options.geo.mode.empty() && options.geo.workers_per_dc > 0;
+  const bool evaluates =
+      geo ? worker % options.geo.workers_per_dc == 0 : worker == 0;
   std::vector<std::string> flags;
   for (const std::string& flag : options.worker_args) {
-    if (worker != 0 && absl::StartsWith(flag, "--eval_every=")) continue;
+    if (!evaluates && absl::StartsWith(flag, "--eval_every=")) continue;
     flags.push_back(flag);
   }
-  if (worker != 0) flags.push_back("--eval_every=0");
+  if (!evaluates) flags.push_back("--eval_every=0");
   return flags;
 }
 

@@ -92,9 +92,13 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
                                  const std::string& port_file);
 
 // The job's worker flags as worker `worker` gets them (every launch, geo or
-// not): the summary reports worker 0's evaluations only, so the others
-// evaluate once, at the end (--eval_every=0 replaces the job's), instead
-// of taking cores from training while worker 0 evaluates.
+// not). The summary reports worker 0's evaluations, so the others evaluate
+// once, at the end (--eval_every=0 replaces the job's), instead of taking
+// cores from training while worker 0 evaluates. In a geo run the first
+// worker of every data center evaluates (worker % workers_per_dc == 0), in
+// all four modes: an evaluation stalls its data center, and a data center
+// stalled alone falls rounds behind the others (gaia, weightgrad), which
+// the global server's bounded staleness then makes everyone wait for.
 std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
                                        uint32_t worker);
 

@@ -254,13 +254,23 @@ TEST(CommandLineTest, LpsWorkersAreNumberedInsideTheirDataCenter) {
                   "--metrics_out=/o/worker-5.jsonl"));
 }
 
-TEST(CommandLineTest, OnlyWorkerZeroEvaluatesBeforeTheEnd) {
-  LaunchOptions options = Geo("terngrad", 2, 2);
+TEST(CommandLineTest, TheFirstWorkerOfEachDataCenterEvaluates) {
+  LaunchOptions options = Geo("weightgrad", 3, 2);
   options.worker_args = {"--eval_every=50", "--model=lenet"};
-  EXPECT_THAT(WorkerFlagsOf(options, 0),
-              ElementsAre("--eval_every=50", "--model=lenet"));
-  EXPECT_THAT(WorkerFlagsOf(options, 3),
-              ElementsAre("--model=lenet", "--eval_every=0"));
+  for (const uint32_t worker : {0u, 2u, 4u}) {
+    EXPECT_THAT(WorkerFlagsOf(options, worker),
+                ElementsAre("--eval_every=50", "--model=lenet"))
+        << worker;
+  }
+  for (const uint32_t worker : {1u, 3u, 5u}) {
+    EXPECT_THAT(WorkerFlagsOf(options, worker),
+                ElementsAre("--model=lenet", "--eval_every=0"))
+        << worker;
+  }
+  LaunchOptions plain;
+  plain.worker_args = {"--eval_every=50"};
+  EXPECT_THAT(WorkerFlagsOf(plain, 0), ElementsAre("--eval_every=50"));
+  EXPECT_THAT(WorkerFlagsOf(plain, 2), ElementsAre("--eval_every=0"));
 }
 
 TEST(CommandLineTest, TernWan) {
