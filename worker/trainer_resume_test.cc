@@ -35,7 +35,7 @@ using Stub = tern::v1::ParameterServer::Stub;
 class CrashingProxy final : public tern::v1::ParameterServer::Service {
  public:
   CrashingProxy(int shard_port, uint64_t crash_step, bool forward)
-      : stub_(tern::v1::ParameterServer::NewStub(grpc::CreateChannel(
+      : shard_(tern::v1::ParameterServer::NewStub(grpc::CreateChannel(
             absl::StrCat("127.0.0.1:", shard_port),
             grpc::InsecureChannelCredentials()))),
         crash_step_(crash_step),
@@ -85,10 +85,10 @@ class CrashingProxy final : public tern::v1::ParameterServer::Service {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(30));
-    return (stub_.get()->*method)(&context, request, response);
+    return (shard_.get()->*method)(&context, request, response);
   }
 
-  std::unique_ptr<Stub> stub_;
+  std::unique_ptr<Stub> shard_;  // the real shard this proxy forwards to
   const uint64_t crash_step_;
   const bool forward_;
   std::unique_ptr<grpc::Server> server_;
