@@ -2,70 +2,58 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "kernels/kernel_util.h"
+#include "kernels/onebit_math.h"
 
 namespace tern::kernels {
 namespace {
 
-// Sums of one group by sign, in kLanes double lanes (GroupMeans documents
-// the order).
-constexpr uint32_t kLanes = 4;
-
-struct SignSums {
-  double positive[kLanes] = {};
-  double negative[kLanes] = {};
-  uint64_t positive_count[kLanes] = {};
-
-  void Add(float value, uint32_t lane) {
+// The means of one group's summands, visited twice by `each(visit)`: the
+// largest magnitude first, then the fixed-point sums by sign
+// (onebit_math.h), so the result does not depend on the order of visits.
+template <typename ForEachSummand>
+void FixedPointMeans(uint64_t count, ForEachSummand each, float* out) {
+  uint32_t max_bits = 0;
+  each([&](float value) {
+    const uint32_t bits = onebit::MagnitudeBits(value);
+    max_bits = bits > max_bits ? bits : max_bits;
+  });
+  const int shift = onebit::FixedShift(max_bits, count);
+  int64_t positive_sum = 0;
+  int64_t negative_sum = 0;
+  uint64_t positives = 0;
+  each([&](float value) {
+    const int64_t fixed = onebit::ToFixed(value, shift);
     const bool non_negative = value >= 0.0f;
-    positive[lane] += non_negative ? static_cast<double>(value) : 0.0;
-    negative[lane] += non_negative ? 0.0 : static_cast<double>(value);
-    positive_count[lane] += non_negative ? 1 : 0;
-  }
-
-  // Writes (mean of the non-negative, mean of the negative) of `count`
-  // added values.
-  void Means(uint64_t count, float* out) const {
-    double positive_sum = 0.0;
-    double negative_sum = 0.0;
-    uint64_t positives = 0;
-    for (uint32_t lane = 0; lane < kLanes; ++lane) {
-      positive_sum += positive[lane];
-      negative_sum += negative[lane];
-      positives += positive_count[lane];
-    }
-    const uint64_t negatives = count - positives;
-    // A mean of finite floats rounds to a finite float.
-    out[0] =
-        positives == 0
-            ? 0.0f
-            : static_cast<float>(positive_sum / static_cast<double>(positives));
-    out[1] =
-        negatives == 0
-            ? 0.0f
-            : static_cast<float>(negative_sum / static_cast<double>(negatives));
-  }
-};
+    positive_sum += non_negative ? fixed : 0;
+    negative_sum += non_negative ? 0 : fixed;
+    positives += non_negative ? 1 : 0;
+  });
+  const uint64_t negatives = count - positives;
+  out[0] = positives == 0 ? 0.0f
+                          : onebit::FixedMean(positive_sum, shift, positives);
+  out[1] = negatives == 0 ? 0.0f
+                          : onebit::FixedMean(negative_sum, shift, negatives);
+}
 
 void ExactMeans(const float* group, uint64_t length, float* out) {
-  SignSums sums;
-  uint64_t k = 0;
-  for (; k + kLanes <= length; k += kLanes) {
-    for (uint32_t lane = 0; lane < kLanes; ++lane) {
-      sums.Add(group[k + lane], lane);
-    }
-  }
-  for (; k < length; ++k) sums.Add(group[k], static_cast<uint32_t>(k % kLanes));
-  sums.Means(length, out);
+  FixedPointMeans(
+      length,
+      [&](auto visit) {
+        for (uint64_t k = 0; k < length; ++k) visit(group[k]);
+      },
+      out);
 }
 
 // Draws [first_draw, first_draw + sample_size) of the chunk (GroupMeans
-// documents the numbering) from a group of `length` < 2^32 elements.
+// documents the numbering) from a group of `length` < 2^32 elements;
+// `indices` is scratch of sample_size entries.
 void SampledMeans(const float* group, uint64_t length, uint32_t sample_size,
-                  uint64_t first_draw, const RandomStream& stream, float* out) {
-  SignSums sums;
+                  uint64_t first_draw, const RandomStream& stream,
+                  std::vector<uint32_t>& indices, float* out) {
   uint64_t block = ~uint64_t{0};
   PhiloxCounter words{};
   for (uint32_t j = 0; j < sample_size; ++j) {
@@ -74,10 +62,14 @@ void SampledMeans(const float* group, uint64_t length, uint32_t sample_size,
       block = draw / 4;
       words = RandomWords(stream, static_cast<uint32_t>(block));
     }
-    const uint64_t index = (uint64_t{words.v[draw % 4]} * length) >> 32;
-    sums.Add(group[index], j % kLanes);
+    indices[j] = static_cast<uint32_t>((uint64_t{words.v[draw % 4]} * length) >> 32);
   }
-  sums.Means(sample_size, out);
+  FixedPointMeans(
+      sample_size,
+      [&](auto visit) {
+        for (uint32_t j = 0; j < sample_size; ++j) visit(group[indices[j]]);
+      },
+      out);
 }
 
 }  // namespace
@@ -114,6 +106,7 @@ void GroupMeans(absl::Span<const float> values, uint64_t group_size,
   const uint64_t n = values.size();
   const uint64_t groups = OneBitNumGroups(n, group_size);
   TERN_KERNEL_CHECK(means.size() == 2 * groups);
+  std::vector<uint32_t> indices;  // the sampled groups' draws
   for (uint64_t g = 0; g < groups; ++g) {
     const uint64_t begin = g * group_size;
     const uint64_t length = std::min(group_size, n - begin);
@@ -123,8 +116,9 @@ void GroupMeans(absl::Span<const float> values, uint64_t group_size,
     } else {
       // length > sample_size, so every draw number is below n (and below
       // 2^34) and length < 2^32 fits the multiply-shift.
+      if (indices.empty()) indices.resize(sample_size);
       SampledMeans(values.data() + begin, length, sample_size,
-                   g * uint64_t{sample_size}, stream, out);
+                   g * uint64_t{sample_size}, stream, indices, out);
     }
   }
 }

@@ -64,9 +64,11 @@ absl::Status CheckFiniteValues(absl::Span<const float> values);
 // (w * length) >> 32 of a group of `length` elements (the multiply-shift
 // map; it favors some elements over others by at most length / 2^32).
 //
-// Reproducible bit for bit: sums and counts are kept in double in a fixed
-// order, element (or draw) k of a group in lane k % 4, the lanes added
-// lane 0 first; each mean is one double division rounded to float.
+// Reproducible bit for bit on every device, in any summation order: the
+// summands are added as fixed-point integers with one shift per group,
+// chosen from the group's (or sample's) largest magnitude and summand
+// count (onebit_math.h), and each mean is float(double(sum) * 2^-shift /
+// count). The CUDA twin (onebit_cuda.h) gives the same bits.
 void GroupMeans(absl::Span<const float> values, uint64_t group_size,
                 uint32_t sample_size, const RandomStream& stream,
                 absl::Span<float> means);

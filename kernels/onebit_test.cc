@@ -157,8 +157,9 @@ TEST_P(OneBitRoundTripTest, DecodesToTheExactGroupMeans) {
 }
 
 TEST_P(OneBitRoundTripTest, GaussianMeansAgreeWithASequentialSum) {
-  // Lanes change the order of the double additions; the float means can
-  // differ from a sequential sum by at most one rounding.
+  // Fixed-point summands lose bits below 2^-40 or so of the group's largest
+  // magnitude; the float means can differ from a sequential double sum by
+  // at most one rounding.
   const auto [n, requested] = GetParam();
   const std::vector<float> values = Gaussian(n, 7, 0.3f);
   const std::unique_ptr<Codec> codec = MakeCodec();
@@ -179,6 +180,31 @@ INSTANTIATE_TEST_SUITE_P(SizesAndGroups, OneBitRoundTripTest,
                          ::testing::Combine(::testing::Values(0, 1, 31, 32, 33,
                                                               1000, kBig),
                                             ::testing::Values(0, 1, 7, 64)));
+
+// The GPU adds a group's values in the order its threads finish: the means
+// must be the same bits for every order of the same values.
+TEST(OneBitTest, MeansDoNotDependOnTheOrderOfTheValues) {
+  for (const float scale : {1e-30f, 1.0f, 1e30f}) {
+    std::vector<float> values = Gaussian(5000, 11, 0.2f);
+    for (float& value : values) value *= scale;
+    values[17] = 3.4e38f * (scale >= 1.0f);  // the largest finite magnitudes
+    values[18] = -3.4e38f * (scale >= 1.0f);
+    values[19] = 1e-45f;  // a subnormal
+    std::vector<float> means(2);
+    GroupMeans(values, values.size(), 0, RandomStream{}, absl::MakeSpan(means));
+    EXPECT_TRUE(std::isfinite(means[0]) && std::isfinite(means[1]));
+    EXPECT_GE(means[0], 0.0f);
+    EXPECT_LE(means[1], 0.0f);
+    std::mt19937 rng(5);
+    for (int round = 0; round < 5; ++round) {
+      std::shuffle(values.begin(), values.end(), rng);
+      std::vector<float> shuffled(2);
+      GroupMeans(values, values.size(), 0, RandomStream{},
+                 absl::MakeSpan(shuffled));
+      ASSERT_EQ(shuffled, means) << "scale " << scale << ", round " << round;
+    }
+  }
+}
 
 TEST(OneBitTest, WritesTheDocumentedBytes) {
   // Groups of 2: {1, 2} has no negative value, {3, -4} both signs; the
