@@ -20,9 +20,12 @@ absl::StatusOr<ParamBuffer> ParamBuffer::Create(
                        "' is not float32; tern's wire format carries float32 "
                        "tensors only"));
     }
-    if (!param.device().is_cpu()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", item.key(), "' is not on the CPU"));
+    if (buffer.params_.empty()) buffer.device_ = param.device();
+    if (param.device() != buffer.device_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter '", item.key(), "' is on ", param.device().str(),
+          ", the first one on ", buffer.device_.str(),
+          "; a model trains on one device"));
     }
     if (!param.is_contiguous()) {
       return absl::InvalidArgumentError(
@@ -45,10 +48,52 @@ absl::StatusOr<ParamBuffer> ParamBuffer::Create(
   }
   buffer.spec_hash_ = ParamSpecHash(buffer.spec_);
   buffer.gradients_.assign(offset, 0.0f);
+  if (!buffer.device_.is_cpu()) {
+    buffer.device_gradients_ = torch::zeros(
+        {static_cast<int64_t>(offset)},
+        torch::TensorOptions().dtype(torch::kFloat32).device(buffer.device_));
+  }
   return buffer;
 }
 
+torch::Tensor ParamBuffer::HostGradients() {
+  return torch::from_blob(gradients_.data(),
+                          {static_cast<int64_t>(gradients_.size())},
+                          torch::kFloat32);
+}
+
+const float* ParamBuffer::GatherDeviceGradients() {
+  torch::NoGradGuard no_grad;
+  for (size_t t = 0; t < params_.size(); ++t) {
+    torch::Tensor slice = device_gradients_.narrow(
+        0, static_cast<int64_t>(tensor_offsets_[t]),
+        static_cast<int64_t>(tensor_elements_[t]));
+    const torch::Tensor& grad = params_[t].grad();
+    if (grad.defined()) {
+      slice.copy_(grad.reshape({-1}));
+    } else {
+      slice.zero_();
+    }
+  }
+  return device_gradients_.data_ptr<float>();
+}
+
+void ParamBuffer::CopyChunkToHost(const Chunk& chunk) {
+  HostGradients()
+      .narrow(0, static_cast<int64_t>(chunk.flat_offset),
+              static_cast<int64_t>(chunk.num_elements))
+      .copy_(device_gradients_.narrow(0,
+                                      static_cast<int64_t>(chunk.flat_offset),
+                                      static_cast<int64_t>(chunk.num_elements)));
+}
+
 void ParamBuffer::GatherGradients() {
+  if (!device_.is_cpu()) {
+    // One flat copy to the host instead of one per tensor.
+    GatherDeviceGradients();
+    HostGradients().copy_(device_gradients_);
+    return;
+  }
   for (size_t t = 0; t < params_.size(); ++t) {
     float* out = gradients_.data() + tensor_offsets_[t];
     const uint64_t n = tensor_elements_[t];
@@ -64,7 +109,8 @@ void ParamBuffer::GatherGradients() {
 
 void ParamBuffer::GatherParameters(absl::Span<float> out) const {
   for (size_t t = 0; t < params_.size(); ++t) {
-    const torch::Tensor dense = params_[t].detach().contiguous();
+    const torch::Tensor dense =
+        params_[t].detach().to(torch::kCPU).contiguous();
     std::memcpy(out.data() + tensor_offsets_[t], dense.data_ptr<float>(),
                 tensor_elements_[t] * sizeof(float));
   }
@@ -87,6 +133,14 @@ void ParamBuffer::ScatterGradients() {
     if (!param.grad().defined() || !param.grad().is_contiguous()) {
       param.mutable_grad() = torch::zeros_like(param);
     }
+    if (!device_.is_cpu()) {
+      param.grad().copy_(
+          HostGradients()
+              .narrow(0, static_cast<int64_t>(tensor_offsets_[t]),
+                      static_cast<int64_t>(tensor_elements_[t]))
+              .view(param.sizes()));
+      continue;
+    }
     std::memcpy(param.grad().data_ptr<float>(),
                 gradients_.data() + tensor_offsets_[t],
                 tensor_elements_[t] * sizeof(float));
@@ -106,8 +160,10 @@ absl::Span<const float> ParamBuffer::ChunkGradients(const Chunk& chunk) const {
 uint64_t ParamBuffer::Checksum() const {
   Fnv1a64 hash;
   for (const torch::Tensor& param : params_) {
-    hash.Update(param.data_ptr<float>(),
-                static_cast<size_t>(param.numel()) * sizeof(float));
+    // Parameters on a GPU are hashed from a host copy of their bytes.
+    const torch::Tensor host = param.detach().to(torch::kCPU).contiguous();
+    hash.Update(host.data_ptr<float>(),
+                static_cast<size_t>(host.numel()) * sizeof(float));
   }
   return hash.value();
 }

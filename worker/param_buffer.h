@@ -25,8 +25,11 @@ namespace tern::worker {
 class ParamBuffer {
  public:
   // Takes the parameters of `module` in named_parameters() order.
-  // INVALID_ARGUMENT when a parameter is not a float32 CPU tensor or the
-  // module has no parameters.
+  // INVALID_ARGUMENT when a parameter is not a contiguous float32 tensor,
+  // when the parameters are not all on one device, or the module has none.
+  // On a GPU the flat gradient buffer exists twice: on the device (what
+  // the GPU encoder reads) and on the host (what the CPU codecs read and
+  // the pulls decode into).
   static absl::StatusOr<ParamBuffer> Create(const torch::nn::Module& module);
 
   ParamBuffer(ParamBuffer&&) = default;
@@ -42,9 +45,18 @@ class ParamBuffer {
   }
   uint64_t total_elements() const { return gradients_.size(); }
 
+  // The device of the parameters (the CPU unless the model was moved).
+  const torch::Device& device() const { return device_; }
+
   // Copies every parameter's gradient into the flat buffer; a parameter
   // without a gradient (unused in the forward pass) contributes zeros.
   void GatherGradients();
+  // Off the CPU only: gathers the gradients into the flat device buffer
+  // and returns it (total_elements() floats on device()); the host buffer
+  // is not touched. CopyChunkToHost then brings one chunk of it to the
+  // host buffer (for chunks a GPU does not encode, such as fp32 ones).
+  const float* GatherDeviceGradients();
+  void CopyChunkToHost(const Chunk& chunk);
   // Writes the flat buffer into every parameter's gradient, allocating the
   // gradient where it is undefined.
   void ScatterGradients();
@@ -77,7 +89,12 @@ class ParamBuffer {
   std::vector<uint64_t> tensor_offsets_;
   tern::v1::ParamSpec spec_;
   uint64_t spec_hash_ = 0;
+  // A CPU tensor viewing gradients_.
+  torch::Tensor HostGradients();
+
+  torch::Device device_ = torch::kCPU;
   std::vector<float> gradients_;
+  torch::Tensor device_gradients_;  // off the CPU only
 };
 
 }  // namespace tern::worker

@@ -53,13 +53,14 @@ bool Every(uint64_t interval, uint64_t step) {
 Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
   torch::NoGradGuard no_grad;
   model.eval();
+  const torch::Device device = model.parameters().front().device();
   const int64_t n = data.images.size(0);
   double loss_sum = 0;
   int64_t correct = 0;
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int64_t end = std::min(n, begin + batch_size);
-    const torch::Tensor images = data.images.slice(0, begin, end);
-    const torch::Tensor labels = data.labels.slice(0, begin, end);
+    const torch::Tensor images = data.images.slice(0, begin, end).to(device);
+    const torch::Tensor labels = data.labels.slice(0, begin, end).to(device);
     const torch::Tensor logits = model.forward(images);
     loss_sum += torch::nn::functional::cross_entropy(
                     logits, labels,
@@ -83,6 +84,24 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   TERN_RETURN_IF_ERROR(ShardedBatches::Validate(
       data.train, options.DataSlice(), options.NumDataSlices(),
       options.batch_size));
+  // --device: the model moves before its parameters are taken, so that
+  // the optimizer and the ParamBuffer see the GPU tensors.
+  const torch::Device device(options.device);
+  if (device.is_cuda()) {
+    if (!torch::cuda::is_available()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--device=", options.device,
+          ": libtorch sees no CUDA device (Debian's libtorch is CPU-only; "
+          "build against a CUDA libtorch, README 'GPU workers')"));
+    }
+    if (device.has_index() &&
+        device.index() >= static_cast<int>(torch::cuda::device_count())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--device=", options.device, ": libtorch sees ",
+                       torch::cuda::device_count(), " CUDA device(s)"));
+    }
+    model->to(device);
+  }
   TERN_ASSIGN_OR_RETURN(ParamBuffer params, ParamBuffer::Create(*model));
 
   // The run's codec (DESIGN sections 5 and 6): the flags' CodecOptions,
@@ -170,10 +189,25 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                                  .weight_decay(options.weight_decay));
   }
 
-  std::unique_ptr<Trainer> trainer(
-      new Trainer(options, std::move(model), std::move(data), std::move(logger),
-                  std::move(params), std::move(plan), schedule,
-                  std::move(codecs), std::move(optimizer), max_message_bytes));
+  // TernGrad without error feedback encodes on the GPU; the other codecs
+  // and the LPS modes copy the gradients to the host and encode there.
+  std::unique_ptr<DeviceEncoder> device_encoder;
+  if (!device.is_cpu()) {
+    TERN_ASSIGN_OR_RETURN(device_encoder, MakeDeviceEncoder(device));
+    if (lps_mode || codecs.options.id != kernels::CodecId::kTernGrad) {
+      logger->info("--device={}: training on the GPU; --codec={} {}encodes on "
+                   "the host",
+                   options.device, options.codec,
+                   lps_mode ? "in --mode=" + options.mode + " " : "");
+      device_encoder.reset();
+    }
+  }
+
+  std::unique_ptr<Trainer> trainer(new Trainer(
+      options, std::move(model), std::move(data), std::move(logger),
+      std::move(params), std::move(plan), schedule, std::move(codecs),
+      std::move(optimizer), device, std::move(device_encoder),
+      max_message_bytes));
   TERN_RETURN_IF_ERROR(trainer->RestoreCheckpoint());
   return trainer;
 }
@@ -182,6 +216,8 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
                  TrainTest data, Logger logger, ParamBuffer params,
                  ChunkPlan plan, LrSchedule schedule, Codecs codecs,
                  std::unique_ptr<torch::optim::Optimizer> optimizer,
+                 torch::Device device,
+                 std::unique_ptr<DeviceEncoder> device_encoder,
                  int max_message_bytes)
     : options_(options),
       model_(std::move(model)),
@@ -192,6 +228,8 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
       schedule_(schedule),
       codecs_(std::move(codecs)),
       optimizer_(std::move(optimizer)),
+      device_(device),
+      device_encoder_(std::move(device_encoder)),
       batches_(data_.train, options.DataSlice(), options.NumDataSlices(),
                options.batch_size, options.seed),
       max_message_bytes_(max_message_bytes),
@@ -432,15 +470,18 @@ absl::Status Trainer::SaveCheckpoint(uint64_t next_step) const {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::ComputeScalers(uint64_t step,
-                                     std::vector<float>* scalers) const {
+absl::Status Trainer::ComputeScalers(
+    uint64_t step, std::vector<float>* scalers,
+    const std::vector<kernels::ChunkStats>* device_stats) const {
   const std::vector<Chunk>& chunks = plan_.partition.chunks();
   scalers->assign(chunks.size(), 0.0f);
   const float clip = static_cast<float>(options_.clip);
   for (const Chunk& chunk : chunks) {
     if (chunk.num_elements == 0) continue;
     const kernels::ChunkStats stats =
-        kernels::ComputeStats(params_.ChunkGradients(chunk));
+        device_stats != nullptr
+            ? (*device_stats)[chunk.key]
+            : kernels::ComputeStats(params_.ChunkGradients(chunk));
     // ComputeStats leaves NaN and Inf out of the moments and counts them.
     if (stats.nonfinite > 0 || !std::isfinite(stats.stddev()) ||
         !std::isfinite(stats.max_abs)) {
@@ -455,6 +496,40 @@ absl::Status Trainer::ComputeScalers(uint64_t step,
     (*scalers)[chunk.key] = kernels::LocalScaler(stats, clip);
   }
   return absl::OkStatus();
+}
+
+kernels::Layout Trainer::PushLayout() const {
+  // As the registry builds the TernGrad codec: 2-bit unless asked for.
+  return codecs_.options.push_layout != kernels::Layout::kUnspecified
+             ? codecs_.options.push_layout
+             : kernels::TernGradOptions().push_layout;
+}
+
+absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
+Trainer::EncodeOnDevice(uint64_t step, const float* gradients,
+                        const std::vector<float>& scalers) {
+  std::vector<Chunk> compressed;
+  std::vector<float> chunk_scalers;
+  for (const Chunk& chunk : plan_.partition.chunks()) {
+    if (plan_.fp32_chunk[chunk.key]) continue;
+    compressed.push_back(chunk);
+    chunk_scalers.push_back(scalers[chunk.key]);
+  }
+  // The stream's chunk is each chunk's key (DESIGN section 2), set by the
+  // kernels per chunk.
+  const RandomStream stream{options_.seed, static_cast<uint32_t>(step), 0,
+                            options_.worker_id};
+  absl::StatusOr<std::vector<kernels::Payload>> payloads =
+      device_encoder_->EncodeTernGrad(gradients, params_.total_elements(),
+                                      compressed, chunk_scalers, stream,
+                                      PushLayout());
+  if (!payloads.ok()) return AtStep(step, payloads.status());
+  std::vector<std::optional<kernels::Payload>> by_key(
+      plan_.partition.chunks().size());
+  for (size_t i = 0; i < compressed.size(); ++i) {
+    by_key[compressed[i].key] = std::move((*payloads)[i]);
+  }
+  return by_key;
 }
 
 absl::StatusOr<float> Trainer::Compensate(uint64_t step) {
@@ -496,8 +571,8 @@ absl::Status Trainer::LpsStep(PsClient& client, uint64_t step,
   absl::Time phase = absl::Now();
   auto [images, labels] = batches_.Next();
   model_->zero_grad();
-  const torch::Tensor loss =
-      torch::nn::functional::cross_entropy(model_->forward(images), labels);
+  const torch::Tensor loss = torch::nn::functional::cross_entropy(
+      model_->forward(images.to(device_)), labels.to(device_));
   loss.backward();
   rec->loss = loss.item<double>();
   params_.GatherGradients();
@@ -607,17 +682,35 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
   absl::Time phase = absl::Now();
   auto [images, labels] = batches_.Next();
   model_->zero_grad();
-  const torch::Tensor loss =
-      torch::nn::functional::cross_entropy(model_->forward(images), labels);
+  const torch::Tensor loss = torch::nn::functional::cross_entropy(
+      model_->forward(images.to(device_)), labels.to(device_));
   loss.backward();
   rec->loss = loss.item<double>();
-  params_.GatherGradients();
+  // On a GPU with TernGrad the gradients stay there; only fp32 chunks
+  // (encoded raw, on the host) are copied over.
+  const float* device_gradients = nullptr;
+  if (device_encoder_ != nullptr) {
+    device_gradients = params_.GatherDeviceGradients();
+    for (const Chunk& chunk : chunks) {
+      if (plan_.fp32_chunk[chunk.key]) params_.CopyChunkToHost(chunk);
+    }
+  } else {
+    params_.GatherGradients();
+  }
   rec->compute_s = SecondsSince(phase);
 
   // 2. Statistics and local scalers.
   phase = absl::Now();
   std::vector<float> scalers;
-  TERN_RETURN_IF_ERROR(ComputeScalers(step, &scalers));
+  if (device_encoder_ != nullptr) {
+    absl::StatusOr<std::vector<kernels::ChunkStats>> stats =
+        device_encoder_->Stats(device_gradients, params_.total_elements(),
+                               chunks);
+    if (!stats.ok()) return AtStep(step, stats.status());
+    TERN_RETURN_IF_ERROR(ComputeScalers(step, &scalers, &*stats));
+  } else {
+    TERN_RETURN_IF_ERROR(ComputeScalers(step, &scalers));
+  }
   rec->encode_s += SecondsSince(phase);
 
   // 3. Scaler sharing: s_k = max_i s_ik from each TernGrad chunk's shard.
@@ -684,6 +777,11 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
   if (codecs_.feedback != nullptr) {
     TERN_ASSIGN_OR_RETURN(threshold, Compensate(step));
   }
+  std::vector<std::optional<kernels::Payload>> device_payloads;
+  if (device_encoder_ != nullptr) {
+    TERN_ASSIGN_OR_RETURN(device_payloads,
+                          EncodeOnDevice(step, device_gradients, scalers));
+  }
   std::vector<ShardRequest<PushPullRequest>> pushes(num_shards);
   for (uint32_t shard = 0; shard < num_shards; ++shard) {
     pushes[shard].shard = shard;
@@ -701,7 +799,9 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
       context.threshold = fp32 ? 0.0f : threshold;
       context.group_size = codecs_.group_sizes[key];
       absl::StatusOr<kernels::Payload> payload =
-          !fp32 && codecs_.feedback != nullptr
+          !fp32 && device_encoder_ != nullptr
+              ? *std::move(device_payloads[key])
+          : !fp32 && codecs_.feedback != nullptr
               ? codecs_.feedback->EncodeCompensated(
                     key, params_.ChunkGradients(chunk), context)
               : CodecOf(key).Encode(params_.ChunkGradients(chunk), context);

@@ -71,10 +71,13 @@
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
 #include "kernels/error_feedback.h"
+#include "kernels/terngrad.h"
+#include "kernels/terngrad_codec.h"
 #include "tern/v1/parameter_server.pb.h"
 #include "torch/torch.h"
 #include "worker/chunk_plan.h"
 #include "worker/datasets.h"
+#include "worker/device_encoder.h"
 #include "worker/models.h"
 #include "worker/param_buffer.h"
 #include "worker/ps_client.h"
@@ -89,8 +92,9 @@ struct Evaluation {
   double loss = 0;
 };
 
-// Evaluates `model` on `data` in batches of `batch_size`, without gradients.
-// Leaves the model in training mode.
+// Evaluates `model` on `data` in batches of `batch_size`, without gradients,
+// on the device of the model's parameters. Leaves the model in training
+// mode.
 Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size);
 
 class Trainer {
@@ -147,6 +151,7 @@ class Trainer {
           TrainTest data, Logger logger, ParamBuffer params, ChunkPlan plan,
           LrSchedule schedule, Codecs codecs,
           std::unique_ptr<torch::optim::Optimizer> optimizer,
+          torch::Device device, std::unique_ptr<DeviceEncoder> device_encoder,
           int max_message_bytes);
 
   absl::Status Join(PsClient& client);
@@ -161,8 +166,18 @@ class Trainer {
   // The step of --mode=weightgrad|gaia: push the gradient, load the weights.
   absl::Status LpsStep(PsClient& client, uint64_t step, StepRecord* record);
   // Stats and local scalers of every chunk; FAILED_PRECONDITION on a
-  // non-finite gradient.
-  absl::Status ComputeScalers(uint64_t step, std::vector<float>* scalers) const;
+  // non-finite gradient. With `device_stats` (one per chunk, from the GPU)
+  // the host buffer is not read.
+  absl::Status ComputeScalers(
+      uint64_t step, std::vector<float>* scalers,
+      const std::vector<kernels::ChunkStats>* device_stats = nullptr) const;
+  // The TernGrad pushes of every compressed chunk, encoded on the GPU from
+  // `gradients` (the flat device buffer), by chunk key.
+  // The TernGrad push layout of the run.
+  kernels::Layout PushLayout() const;
+  absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
+  EncodeOnDevice(uint64_t step, const float* gradients,
+                 const std::vector<float>& scalers);
   // Error feedback: adds each compressed chunk's residual to its gradient
   // in place; returns dropping's global threshold (0: each chunk selects
   // its own).
@@ -179,6 +194,10 @@ class Trainer {
   LrSchedule schedule_;
   Codecs codecs_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  // Where the model trains (--device), and TernGrad's kernels there (null
+  // on the CPU, and for other codecs, which encode on the host).
+  const torch::Device device_;
+  std::unique_ptr<DeviceEncoder> device_encoder_;
   ShardedBatches batches_;
   const int max_message_bytes_;
   const bool share_scalers_;

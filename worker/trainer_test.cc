@@ -17,6 +17,7 @@
 #include "grpc/grpc.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
 #include "worker/in_process_shard.h"
@@ -536,6 +537,29 @@ TEST(TrainerTest, RejectsOptionsThatDoNotFitTheModel) {
   options.fp32_tensors = {};
   options.batch_size = 100000;  // more than the synthetic set holds
   EXPECT_FALSE(Trainer::Create(options, *model, *data, MakeNullLogger()).ok());
+}
+
+// Debian's libtorch is CPU-only: --device=cuda must say so, not crash in
+// libtorch or fall back to the CPU silently.
+TEST(TrainerTest, ACudaDeviceWithoutCudaIsAClearError) {
+  if (torch::cuda::is_available()) {
+    GTEST_SKIP() << "this libtorch has CUDA: the error cannot happen here";
+  }
+  WorkerOptions options = SmallRun();
+  options.ps = {"127.0.0.1:1"};
+  options.device = "cuda";
+  auto data = LoadDataset("synthetic", "", 1);
+  ASSERT_TRUE(data.ok());
+  torch::manual_seed(1);
+  auto model = MakeModel("lenet", data->train.shape);
+  ASSERT_TRUE(model.ok());
+  auto trainer = Trainer::Create(options, *model, *data, MakeNullLogger());
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_EQ(trainer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(trainer.status().message()),
+              ::testing::HasSubstr("--device=cuda: libtorch sees no CUDA"));
+  // The model stayed where it was.
+  EXPECT_TRUE((*model)->parameters().front().device().is_cpu());
 }
 
 TEST(TrainerTest, JoinRequestDescribesTheRun) {

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "worker/codec_config.h"
 
@@ -111,6 +113,15 @@ CLI::Option* Switch(CLI::App* app, const std::string& name, bool* value,
       ->capture_default_str();
 }
 
+// "cpu", "cuda" or "cuda:N" (N a device ordinal below 64).
+bool IsDeviceName(const std::string& name) {
+  if (name == "cpu" || name == "cuda") return true;
+  if (!absl::StartsWith(name, "cuda:")) return false;
+  uint32_t ordinal = 0;
+  return absl::SimpleAtoi(name.substr(5), &ordinal) && ordinal < 64 &&
+         name.substr(5) == std::to_string(ordinal);
+}
+
 }  // namespace
 
 void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
@@ -186,6 +197,16 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
       ->group("Model and data");
   Flag(app, "threads", &o->threads, "libtorch intra-op threads")
       ->check(CLI::Range(1u, 1024u))
+      ->group("Model and data");
+  Flag(app, "device", &o->device,
+       "cpu, cuda or cuda:N: where the model trains; on a GPU the TernGrad "
+       "codec also encodes there (needs a --config=cuda build against a "
+       "CUDA libtorch, README 'GPU workers')")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return IsDeviceName(name) ? "" : "not cpu, cuda or cuda:N";
+          },
+          "DEVICE"))
       ->group("Model and data");
 
   // --- optimizer ---
@@ -367,6 +388,10 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
   }
   if (o.threads == 0) {
     return absl::InvalidArgumentError("--threads must be at least 1");
+  }
+  if (!IsDeviceName(o.device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device: '", o.device, "' is not cpu, cuda or cuda:N"));
   }
   if (o.partition_bytes < 4) {
     return absl::InvalidArgumentError(
