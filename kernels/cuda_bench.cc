@@ -1,4 +1,5 @@
-// Throughput of the TernGrad CUDA kernels (terngrad_cuda.h) next to a
+// Throughput of the TernGrad CUDA kernels (terngrad_cuda.h) and of onebit
+// with error feedback (onebit_cuda.h) next to a
 // device-to-device cudaMemcpy and a read-only reduction timed in the same
 // run, on a flat gradient buffer cut into chunks as a worker's would be.
 // Before any timing, the GPU's output is compared with the CPU kernels
@@ -39,6 +40,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/philox.h"
+#include "kernels/codec.h"
+#include "kernels/codec_options.h"
+#include "kernels/onebit_codec.h"
+#include "kernels/onebit_cuda.h"
 #include "kernels/payload.h"
 #include "kernels/terngrad.h"
 #include "kernels/terngrad_cuda.h"
@@ -52,6 +57,8 @@ ABSL_FLAG(uint64_t, first_offset, 0,
           "elements before the first chunk (1 makes every float4 load "
           "misaligned, as a model's odd-sized tensors can)");
 ABSL_FLAG(uint32_t, workers, 4, "N: pushes summed, summands of the pulls");
+ABSL_FLAG(uint64_t, onebit_group, 1024,
+          "onebit group (column) length; 0: a group per chunk");
 ABSL_FLAG(int, runs, 100, "timed runs per stage (at least 50)");
 ABSL_FLAG(int, warmup, 10, "untimed runs per stage");
 
@@ -338,10 +345,38 @@ int Run() {
     }
     pulls.push_back(std::move(p));
   }
+  // onebit with error feedback: the first step (zero residual) against
+  // the CPU codec, in groups of onebit_group (rows of a layer).
+  const uint64_t group = absl::GetFlag(FLAGS_onebit_group);
+  std::unique_ptr<OneBitCuda> onebit = ValueOrDie(OneBitCuda::Create(0));
+  std::vector<CudaOneBitChunk> onebit_chunks;
+  for (size_t c = 0; c < num_chunks; ++c) {
+    onebit_chunks.push_back({static_cast<uint32_t>(c), stats_chunks[c].offset,
+                             stats_chunks[c].count, group});
+  }
+  DeviceArray<float> residual = ValueOrDie(
+      DeviceArray<float>::FromHost(std::vector<float>(host.size(), 0.0f)));
+  {
+    CodecOptions options;
+    options.id = CodecId::kOneBit;
+    const std::unique_ptr<Codec> cpu = ValueOrDie(MakeOneBitCodec(options));
+    const std::vector<Payload> gpu = ValueOrDie(onebit->EncodeCompensated(
+        values.data(), residual.data(), host.size(), onebit_chunks, kStream));
+    for (size_t c = 0; c < num_chunks; ++c) {
+      EncodeContext context;
+      context.stream = kStream;
+      context.stream.chunk = static_cast<uint32_t>(c);
+      context.group_size = group;
+      const Payload want = ValueOrDie(cpu->Encode(chunk_values(c), context));
+      if (gpu[c].data != want.data || gpu[c].scalers != want.scalers) {
+        Fail(absl::StrFormat("onebit payload of chunk %d", c));
+      }
+    }
+  }
   std::printf(
       "bit-exact check against the CPU kernels: PASS (2-bit and "
       "base-3 bytes, sums of %u pushes, SUM_BITS and SUM_RADIX "
-      "values; statistics within 1e-12)\n\n",
+      "values, onebit bits and means; statistics within 1e-12)\n\n",
       workers);
 
   // ---- Timing.
@@ -423,6 +458,15 @@ int Run() {
                                         two_bit.packed.data(), two_bit.bytes));
     });
   }
+
+  // onebit: reads the gradient and the residual, writes the residual and
+  // the sign bits (the means are noise beside them).
+  time(absl::StrFormat("onebit + error feedback, groups of %d (call)", group),
+       3 * fp32 + fp32 / 32, [&] {
+         ValueOrDie(onebit->EncodeCompensated(values.data(), residual.data(),
+                                              host.size(), onebit_chunks,
+                                              kStream));
+       });
 
   // The server side and the pull side.
   time(absl::StrFormat("sum of %u TERNARY_2BIT pushes (call)", workers),
