@@ -33,40 +33,11 @@
 #include "absl/types/span.h"
 #include "common/philox.h"
 #include "kernels/onebit_cuda_launch.h"
+#include "kernels/onebit_cuda_plan.h"
 #include "kernels/payload.h"
 #include "kernels/terngrad_cuda.h"
 
 namespace tern::kernels {
-
-// values[offset, offset + count) encoded in groups of
-// OneBitGroupSize(count, group_size) (group_size is
-// EncodeContext::group_size), drawing with RandomStream::chunk = key.
-struct CudaOneBitChunk {
-  uint32_t key = 0;
-  uint64_t offset = 0;
-  uint64_t count = 0;
-  uint64_t group_size = 0;
-};
-
-// The kernels' tables for a chunk list: built and checked on the host,
-// exposed so that tests can check the validation without a GPU.
-struct OneBitCudaPlan {
-  std::vector<cuda::OneBitChunk> chunks;
-  std::vector<uint32_t> element_first_cta;
-  uint32_t element_ctas = 0;
-  std::vector<uint32_t> draw_first_cta;
-  uint32_t draw_ctas = 0;
-  uint64_t num_groups = 0;
-  uint64_t packed_bytes = 0;
-};
-
-// INVALID_ARGUMENT naming the entry when a chunk lies outside
-// [0, num_values), is longer than kMaxOneBitElements, or its groups do not
-// fit the uint32 header; with `disjoint` (error feedback writes the
-// residual of every chunk) also when two chunks overlap.
-absl::StatusOr<OneBitCudaPlan> PlanOneBitCuda(
-    absl::Span<const CudaOneBitChunk> chunks, uint64_t num_values,
-    uint32_t sample_size, bool disjoint);
 
 // Not thread-safe: one caller at a time. Every method enqueues its work on
 // stream() and waits for it; device inputs written on another stream must

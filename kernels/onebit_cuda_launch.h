@@ -29,49 +29,9 @@
 
 #include <cstdint>
 
+#include "kernels/onebit_tile_cuda.h"
+
 namespace tern::kernels::cuda {
-
-inline constexpr uint32_t kOneBitThreads = 256;
-// A thread's elements make one byte of sign bits.
-inline constexpr uint64_t kOneBitElementsPerCta = uint64_t{kOneBitThreads} * 8;
-// A thread's draws are the four words of one Philox call.
-inline constexpr uint64_t kOneBitDrawsPerCta = uint64_t{kOneBitThreads} * 4;
-
-struct OneBitChunk {
-  uint64_t offset;         // first element in values (and residual)
-  uint64_t count;          // elements
-  uint64_t group_size;     // >= 1 (OneBitGroupSize)
-  uint64_t first_group;    // its first group in the group arrays
-  uint64_t packed_offset;  // first byte of its sign bits
-  uint32_t key;            // RandomStream::chunk of its draws
-  uint32_t sample_size;    // 0, or groups longer than this are sampled
-};
-
-// One group's accumulators, zero before the first pass.
-struct OneBitGroupSums {
-  unsigned long long positive;  // int64 fixed-point sums, two's complement
-  unsigned long long negative;
-  uint32_t max_bits;   // onebit::MagnitudeBits of the largest summand
-  uint32_t positives;  // non-negative summands (< 2^32: a group's length
-                       // fits the uint32 header)
-};
-
-// The grid of a pass: its CTA table.
-struct OneBitGrid {
-  const uint32_t* first_cta;  // device, num_chunks entries
-  uint32_t num_ctas;
-};
-
-// The inputs every pass reads. residual may be null (no compensation).
-struct OneBitInputs {
-  const float* values;
-  const float* residual;
-  const OneBitChunk* chunks;  // device
-  uint32_t num_chunks;
-  uint64_t seed;
-  uint32_t step;
-  uint32_t worker;
-};
 
 // first_bad: one word, all ones before; the lowest flat index of a
 // non-finite compensated value is atomicMin'ed into it.

@@ -19,82 +19,47 @@
 #include "common/philox.h"
 #include "kernels/onebit_cuda_launch.h"
 #include "kernels/onebit_math.h"
+#include "kernels/onebit_tile_cuda.h"
 #include "kernels/ternary_math.h"
 #include "kernels/terngrad_tile_cuda.h"
 
 namespace tern::kernels::cuda {
 namespace {
 
+using onebit_tile::DrawTile;
+using onebit_tile::ElementTile;
+using onebit_tile::RunSums;
+
 constexpr uint32_t kFullMask = 0xFFFFFFFFu;
 
-__device__ __forceinline__ uint64_t GroupLength(const OneBitChunk& chunk,
-                                                uint64_t g) {
-  const uint64_t begin = g * chunk.group_size;
-  const uint64_t rest = chunk.count - begin;
-  return rest < chunk.group_size ? rest : chunk.group_size;
-}
+// The chunk-level accumulators of one launch, through atomics.
+struct DeviceSink {
+  OneBitGroupSums* groups;  // the chunk's first group
+  unsigned long long* first_bad;
 
-// GroupMeans: a group is summed exactly unless the codec samples and the
-// group is longer than the sample.
-__device__ __forceinline__ bool IsSampled(const OneBitChunk& chunk,
-                                          uint64_t g) {
-  return chunk.sample_size != 0 && GroupLength(chunk, g) > chunk.sample_size;
-}
-
-__device__ __forceinline__ uint64_t NumGroups(const OneBitChunk& chunk) {
-  return chunk.count / chunk.group_size +
-         (chunk.count % chunk.group_size != 0 ? 1 : 0);
-}
-
-__device__ __forceinline__ float Compensated(const OneBitInputs& in,
-                                             uint64_t flat) {
-  const float value = in.values[flat];
-  // One float addition, as ErrorFeedback::Compensate.
-  return in.residual == nullptr ? value : __fadd_rn(value, in.residual[flat]);
-}
-
-// The summands' fixed-point shift and count of group g.
-__device__ __forceinline__ int GroupShift(const OneBitChunk& chunk, uint64_t g,
-                                          const OneBitGroupSums* groups) {
-  const uint64_t count =
-      IsSampled(chunk, g) ? chunk.sample_size : GroupLength(chunk, g);
-  return onebit::FixedShift(__ldcg(&groups[chunk.first_group + g].max_bits),
-                            count);
-}
-
-// One thread's elements: [first, first + n) of chunk c, n <= 8.
-struct ElementTile {
-  OneBitChunk chunk;
-  uint64_t first;
-  uint32_t n;
-  // The group of all of the warp's elements, when they share one.
-  bool warp_in_one_group;
-  uint64_t warp_group;
+  __device__ void Max(uint64_t g, uint32_t max_bits) const {
+    if (max_bits != 0) atomicMax(&groups[g].max_bits, max_bits);
+  }
+  __device__ void Sums(uint64_t g, const RunSums& sums) const {
+    OneBitGroupSums* group = &groups[g];
+    if (sums.positive != 0) {
+      atomicAdd(&group->positive, static_cast<unsigned long long>(sums.positive));
+    }
+    if (sums.negative != 0) {
+      atomicAdd(&group->negative, static_cast<unsigned long long>(sums.negative));
+    }
+    if (sums.positives != 0) atomicAdd(&group->positives, sums.positives);
+  }
+  __device__ void Bad(uint64_t flat) const { atomicMin(first_bad, flat); }
 };
 
-// False (for the whole warp alike) when the warp has no element.
-__device__ __forceinline__ bool LocateElements(const OneBitInputs& in,
-                                               const OneBitGrid& grid,
-                                               ElementTile* tile) {
-  const uint32_t c = tile::FindChunk(grid.first_cta, in.num_chunks, blockIdx.x);
-  tile->chunk = in.chunks[c];
-  const uint64_t cta_first =
-      uint64_t{blockIdx.x - grid.first_cta[c]} * kOneBitElementsPerCta;
-  const uint64_t warp_first = cta_first + (threadIdx.x / 32) * 32 * 8;
-  const uint64_t count = tile->chunk.count;
-  if (warp_first >= count) return false;
-  tile->first = cta_first + uint64_t{threadIdx.x} * 8;
-  tile->n = tile->first >= count ? 0
-            : count - tile->first >= 8
-                ? 8
-                : static_cast<uint32_t>(count - tile->first);
-  const uint64_t warp_end = warp_first + 32 * 8;
-  const uint64_t warp_last = (warp_end < count ? warp_end : count) - 1;
-  const uint64_t gs = tile->chunk.group_size;
-  tile->warp_group = warp_first / gs;
-  tile->warp_in_one_group = warp_last / gs == tile->warp_group;
-  return true;
-}
+// Largest magnitudes written by an earlier launch: read through L2.
+struct MaxBitsOf {
+  const OneBitGroupSums* groups;  // the chunk's first group
+  __device__ uint32_t operator()(uint64_t g) const {
+    return __ldcg(&groups[g].max_bits);
+  }
+};
 
 __device__ __forceinline__ unsigned long long WarpSum(unsigned long long x) {
   for (uint32_t delta = 16; delta > 0; delta /= 2) {
@@ -103,40 +68,24 @@ __device__ __forceinline__ unsigned long long WarpSum(unsigned long long x) {
   return x;
 }
 
-// Fixed-point sums of one run of summands of one group.
-struct RunSums {
-  long long positive = 0;
-  long long negative = 0;
-  uint32_t positives = 0;
+__device__ __forceinline__ RunSums WarpReduce(RunSums sums) {
+  sums.positive = static_cast<int64_t>(
+      WarpSum(static_cast<unsigned long long>(sums.positive)));
+  sums.negative = static_cast<int64_t>(
+      WarpSum(static_cast<unsigned long long>(sums.negative)));
+  sums.positives = __reduce_add_sync(kFullMask, sums.positives);
+  return sums;
+}
 
-  __device__ void Add(float value, int shift) {
-    const long long fixed = onebit::ToFixed(value, shift);
-    if (value >= 0.0f) {
-      positive += fixed;
-      ++positives;
-    } else {
-      negative += fixed;
-    }
-  }
+// The chunk of this CTA and the CTA's number within it.
+__device__ __forceinline__ const OneBitChunk& ChunkOfCta(
+    const OneBitInputs& in, const OneBitGrid& grid, uint64_t* cta) {
+  const uint32_t c = tile::FindChunk(grid.first_cta, in.num_chunks, blockIdx.x);
+  *cta = blockIdx.x - grid.first_cta[c];
+  return in.chunks[c];
+}
 
-  __device__ void FlushTo(OneBitGroupSums* group) const {
-    if (positive != 0) {
-      atomicAdd(&group->positive, static_cast<unsigned long long>(positive));
-    }
-    if (negative != 0) {
-      atomicAdd(&group->negative, static_cast<unsigned long long>(negative));
-    }
-    if (positives != 0) atomicAdd(&group->positives, positives);
-  }
-
-  __device__ void WarpReduce() {
-    positive = static_cast<long long>(
-        WarpSum(static_cast<unsigned long long>(positive)));
-    negative = static_cast<long long>(
-        WarpSum(static_cast<unsigned long long>(negative)));
-    positives = __reduce_add_sync(kFullMask, positives);
-  }
-};
+__device__ __forceinline__ bool IsLane0() { return threadIdx.x % 32 == 0; }
 
 // ---------------------------------------------------------------------------
 // Element passes
@@ -144,193 +93,84 @@ struct RunSums {
 __global__ void __launch_bounds__(kOneBitThreads)
     GroupMaxKernel(OneBitInputs in, OneBitGrid grid, OneBitGroupSums* groups,
                    unsigned long long* first_bad) {
+  uint64_t cta;
+  const OneBitChunk chunk = ChunkOfCta(in, grid, &cta);
   ElementTile t;
-  if (!LocateElements(in, grid, &t)) return;
-  // Lanes past the chunk's end join the warp's collectives only.
-  if (!t.warp_in_one_group && t.n == 0) return;
-  const OneBitChunk& chunk = t.chunk;
-  const uint64_t gs = chunk.group_size;
-  uint64_t g = t.warp_in_one_group ? t.warp_group : t.first / gs;
-  uint64_t group_end = (g + 1) * gs;
-  uint32_t max_bits = 0;
-  for (uint32_t k = 0; k < t.n; ++k) {
-    const uint64_t i = t.first + k;
-    const float value = Compensated(in, chunk.offset + i);
-    if (!(fabsf(value) <= kMaxFiniteFloat)) {
-      atomicMin(first_bad, chunk.offset + i);
-    }
-    if (!t.warp_in_one_group && i >= group_end) {
-      if (max_bits != 0 && !IsSampled(chunk, g)) {
-        atomicMax(&groups[chunk.first_group + g].max_bits, max_bits);
-      }
-      g = i / gs;
-      group_end = (g + 1) * gs;
-      max_bits = 0;
-    }
-    max_bits = max(max_bits, onebit::MagnitudeBits(value));
-  }
+  if (!onebit_tile::LocateElements(chunk, cta, threadIdx.x, &t)) return;
+  if (!onebit_tile::TakesPart(t)) return;
+  const DeviceSink sink{groups + chunk.first_group, first_bad};
+  onebit_tile::MaxRun run = onebit_tile::GroupMaxThread(in, chunk, t, sink);
   if (t.warp_in_one_group) {
-    if (IsSampled(chunk, t.warp_group)) return;
-    max_bits = __reduce_max_sync(kFullMask, max_bits);
-    if (threadIdx.x % 32 != 0) return;
+    // Warp-uniform: every lane has the warp's group.
+    if (onebit_tile::IsSampled(chunk, run.group)) return;
+    run.max_bits = __reduce_max_sync(kFullMask, run.max_bits);
+    if (!IsLane0()) return;
   }
-  if (max_bits != 0 && !IsSampled(chunk, g)) {
-    atomicMax(&groups[chunk.first_group + g].max_bits, max_bits);
-  }
+  if (!onebit_tile::IsSampled(chunk, run.group)) sink.Max(run.group, run.max_bits);
 }
 
 __global__ void __launch_bounds__(kOneBitThreads)
     GroupSumsKernel(OneBitInputs in, OneBitGrid grid, OneBitGroupSums* groups,
                     uint8_t* packed) {
+  uint64_t cta;
+  const OneBitChunk chunk = ChunkOfCta(in, grid, &cta);
   ElementTile t;
-  if (!LocateElements(in, grid, &t)) return;
-  if (!t.warp_in_one_group && t.n == 0) return;
-  const OneBitChunk& chunk = t.chunk;
-  const uint64_t gs = chunk.group_size;
-  uint64_t g = t.warp_in_one_group ? t.warp_group : t.first / gs;
-  uint64_t group_end = (g + 1) * gs;
-  bool exact = !IsSampled(chunk, g);
-  int shift = exact ? GroupShift(chunk, g, groups) : 0;
-  RunSums sums;
+  if (!onebit_tile::LocateElements(chunk, cta, threadIdx.x, &t)) return;
+  if (!onebit_tile::TakesPart(t)) return;
+  const DeviceSink sink{groups + chunk.first_group, nullptr};
   uint32_t byte = 0;
-  for (uint32_t k = 0; k < t.n; ++k) {
-    const uint64_t i = t.first + k;
-    const float value = Compensated(in, chunk.offset + i);
-    byte |= static_cast<uint32_t>(value >= 0.0f) << k;
-    if (i >= group_end) {  // only when the warp spans several groups
-      if (exact) sums.FlushTo(&groups[chunk.first_group + g]);
-      g = i / gs;
-      group_end = (g + 1) * gs;
-      exact = !IsSampled(chunk, g);
-      shift = exact ? GroupShift(chunk, g, groups) : 0;
-      sums = RunSums();
-    }
-    if (exact) sums.Add(value, shift);
-  }
+  onebit_tile::SumRun run = onebit_tile::GroupSumsThread(
+      in, chunk, t, MaxBitsOf{groups + chunk.first_group}, sink, &byte);
   if (t.n != 0) packed[chunk.packed_offset + t.first / 8] = byte;
   if (t.warp_in_one_group) {
-    if (!exact) return;  // warp-uniform: the group is the warp's
-    sums.WarpReduce();
-    if (threadIdx.x % 32 != 0) return;
+    if (!run.exact) return;  // warp-uniform
+    run.sums = WarpReduce(run.sums);
+    if (!IsLane0()) return;
   }
-  if (exact) sums.FlushTo(&groups[chunk.first_group + g]);
+  if (run.exact) sink.Sums(run.group, run.sums);
 }
 
 __global__ void __launch_bounds__(kOneBitThreads)
     ResidualKernel(OneBitInputs in, OneBitGrid grid, const float* means,
                    float* next_residual, unsigned long long* first_bad) {
+  uint64_t cta;
+  const OneBitChunk chunk = ChunkOfCta(in, grid, &cta);
   ElementTile t;
-  if (!LocateElements(in, grid, &t)) return;
-  const OneBitChunk& chunk = t.chunk;
-  for (uint32_t k = 0; k < t.n; ++k) {
-    const uint64_t i = t.first + k;
-    const uint64_t flat = chunk.offset + i;
-    const float value = Compensated(in, flat);
-    const float* group_means = means + 2 * (chunk.first_group + i / chunk.group_size);
-    const float decoded = value >= 0.0f ? group_means[0] : group_means[1];
-    const float next = __fsub_rn(value, decoded);
-    next_residual[flat] = next;
-    if (!(fabsf(next) <= kMaxFiniteFloat)) atomicMin(first_bad, flat);
-  }
+  if (!onebit_tile::LocateElements(chunk, cta, threadIdx.x, &t)) return;
+  const DeviceSink sink{nullptr, first_bad};
+  onebit_tile::ResidualThread(in, chunk, t, means + 2 * chunk.first_group,
+                              next_residual, sink);
 }
 
 // ---------------------------------------------------------------------------
-// Draw passes: draw d of a chunk belongs to group d / sample_size
-// (GroupMeans' numbering); a thread's four draws are one Philox call.
-
-struct DrawTile {
-  OneBitChunk chunk;
-  uint64_t first;  // first draw, a multiple of 4
-  PhiloxCounter words;
-  uint64_t num_draws;
-  bool warp_in_one_group;
-  uint64_t warp_group;
-};
-
-__device__ __forceinline__ bool LocateDraws(const OneBitInputs& in,
-                                            const OneBitGrid& grid,
-                                            DrawTile* tile) {
-  const uint32_t c = tile::FindChunk(grid.first_cta, in.num_chunks, blockIdx.x);
-  tile->chunk = in.chunks[c];
-  const uint64_t s = tile->chunk.sample_size;
-  tile->num_draws = NumGroups(tile->chunk) * s;
-  const uint64_t cta_first =
-      uint64_t{blockIdx.x - grid.first_cta[c]} * kOneBitDrawsPerCta;
-  const uint64_t warp_first = cta_first + (threadIdx.x / 32) * 32 * 4;
-  if (warp_first >= tile->num_draws) return false;
-  tile->first = cta_first + uint64_t{threadIdx.x} * 4;
-  const uint64_t warp_end = warp_first + 32 * 4;
-  const uint64_t warp_last =
-      (warp_end < tile->num_draws ? warp_end : tile->num_draws) - 1;
-  tile->warp_group = warp_first / s;
-  tile->warp_in_one_group = warp_last / s == tile->warp_group;
-  const RandomStream stream{in.seed, in.step, tile->chunk.key, in.worker};
-  tile->words = RandomWords(stream, static_cast<uint32_t>(tile->first / 4));
-  return true;
-}
-
-// The value draw d (< num_draws) picks from its sampled group g, or false
-// when g is summed exactly (the short last group).
-__device__ __forceinline__ bool DrawnValue(const OneBitInputs& in,
-                                           const DrawTile& t, uint32_t k,
-                                           uint64_t* g, float* value) {
-  const uint64_t d = t.first + k;
-  if (d >= t.num_draws) return false;
-  *g = d / t.chunk.sample_size;
-  if (!IsSampled(t.chunk, *g)) return false;
-  const uint64_t length = GroupLength(t.chunk, *g);
-  const uint64_t index = (uint64_t{t.words.v[k]} * length) >> 32;
-  *value = Compensated(in, t.chunk.offset + *g * t.chunk.group_size + index);
-  return true;
-}
+// Draw passes
 
 __global__ void __launch_bounds__(kOneBitThreads)
     SampleMaxKernel(OneBitInputs in, OneBitGrid grid, OneBitGroupSums* groups) {
+  uint64_t cta;
+  const OneBitChunk chunk = ChunkOfCta(in, grid, &cta);
   DrawTile t;
-  if (!LocateDraws(in, grid, &t)) return;
-  uint32_t max_bits = 0;
-  for (uint32_t k = 0; k < 4; ++k) {
-    uint64_t g;
-    float value;
-    if (!DrawnValue(in, t, k, &g, &value)) continue;
-    const uint32_t bits = onebit::MagnitudeBits(value);
-    if (t.warp_in_one_group) {
-      max_bits = max(max_bits, bits);
-    } else if (bits != 0) {
-      atomicMax(&groups[t.chunk.first_group + g].max_bits, bits);
-    }
-  }
+  if (!onebit_tile::LocateDraws(chunk, cta, threadIdx.x, &t)) return;
+  const DeviceSink sink{groups + chunk.first_group, nullptr};
+  uint32_t max_bits = onebit_tile::SampleMaxThread(in, chunk, t, sink);
   if (!t.warp_in_one_group) return;
   max_bits = __reduce_max_sync(kFullMask, max_bits);
-  if (threadIdx.x % 32 == 0 && max_bits != 0) {
-    atomicMax(&groups[t.chunk.first_group + t.warp_group].max_bits, max_bits);
-  }
+  if (IsLane0()) sink.Max(t.warp_group, max_bits);
 }
 
 __global__ void __launch_bounds__(kOneBitThreads)
     SampleSumsKernel(OneBitInputs in, OneBitGrid grid,
                      OneBitGroupSums* groups) {
+  uint64_t cta;
+  const OneBitChunk chunk = ChunkOfCta(in, grid, &cta);
   DrawTile t;
-  if (!LocateDraws(in, grid, &t)) return;
-  RunSums warp_sums;
-  for (uint32_t k = 0; k < 4; ++k) {
-    uint64_t g;
-    float value;
-    if (!DrawnValue(in, t, k, &g, &value)) continue;
-    const int shift = GroupShift(t.chunk, g, groups);
-    if (t.warp_in_one_group) {
-      warp_sums.Add(value, shift);
-    } else {
-      RunSums one;
-      one.Add(value, shift);
-      one.FlushTo(&groups[t.chunk.first_group + g]);
-    }
-  }
+  if (!onebit_tile::LocateDraws(chunk, cta, threadIdx.x, &t)) return;
+  const DeviceSink sink{groups + chunk.first_group, nullptr};
+  RunSums sums = onebit_tile::SampleSumsThread(
+      in, chunk, t, MaxBitsOf{groups + chunk.first_group}, sink);
   if (!t.warp_in_one_group) return;
-  warp_sums.WarpReduce();
-  if (threadIdx.x % 32 == 0) {
-    warp_sums.FlushTo(&groups[t.chunk.first_group + t.warp_group]);
-  }
+  sums = WarpReduce(sums);
+  if (IsLane0() && !sums.Empty()) sink.Sums(t.warp_group, sums);
 }
 
 // ---------------------------------------------------------------------------
@@ -353,21 +193,11 @@ __global__ void __launch_bounds__(kOneBitThreads)
     }
   }
   const OneBitChunk chunk = in.chunks[lo];
-  const uint64_t g = global - chunk.first_group;
   const OneBitGroupSums sums = groups[global];
-  const uint64_t count =
-      IsSampled(chunk, g) ? chunk.sample_size : GroupLength(chunk, g);
-  const int shift = onebit::FixedShift(sums.max_bits, count);
-  const uint64_t negatives = count - sums.positives;
-  means[2 * global] =
-      sums.positives == 0
-          ? 0.0f
-          : onebit::FixedMean(static_cast<long long>(sums.positive), shift,
-                              sums.positives);
-  means[2 * global + 1] =
-      negatives == 0 ? 0.0f
-                     : onebit::FixedMean(static_cast<long long>(sums.negative),
-                                         shift, negatives);
+  onebit_tile::GroupMeansOf(chunk, global - chunk.first_group, sums.max_bits,
+                            static_cast<int64_t>(sums.positive),
+                            static_cast<int64_t>(sums.negative),
+                            sums.positives, means + 2 * global);
 }
 
 }  // namespace
