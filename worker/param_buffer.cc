@@ -64,6 +64,12 @@ torch::Tensor ParamBuffer::HostGradients() {
 
 const float* ParamBuffer::GatherDeviceGradients() {
   torch::NoGradGuard no_grad;
+  if (!device_gradients_.defined()) {
+    // On the CPU only for tests of the GPU path (worker/trainer_test.cc).
+    device_gradients_ = torch::zeros(
+        {static_cast<int64_t>(gradients_.size())},
+        torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  }
   for (size_t t = 0; t < params_.size(); ++t) {
     torch::Tensor slice = device_gradients_.narrow(
         0, static_cast<int64_t>(tensor_offsets_[t]),

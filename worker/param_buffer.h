@@ -51,9 +51,9 @@ class ParamBuffer {
   // Copies every parameter's gradient into the flat buffer; a parameter
   // without a gradient (unused in the forward pass) contributes zeros.
   void GatherGradients();
-  // Off the CPU only: gathers the gradients into the flat device buffer
-  // and returns it (total_elements() floats on device()); the host buffer
-  // is not touched. CopyChunkToHost then brings one chunk of it to the
+  // Gathers the gradients into the flat device buffer and returns it
+  // (total_elements() floats on device(); on the CPU a second buffer,
+  // for tests of the GPU path); the host buffer is not touched. CopyChunkToHost then brings one chunk of it to the
   // host buffer (for chunks a GPU does not encode, such as fp32 ones).
   const float* GatherDeviceGradients();
   void CopyChunkToHost(const Chunk& chunk);
@@ -94,7 +94,7 @@ class ParamBuffer {
 
   torch::Device device_ = torch::kCPU;
   std::vector<float> gradients_;
-  torch::Tensor device_gradients_;  // off the CPU only
+  torch::Tensor device_gradients_;  // allocated off the CPU, or when asked
 };
 
 }  // namespace tern::worker

@@ -76,7 +76,7 @@ Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const WorkerOptions& options, std::shared_ptr<Model> model, TrainTest data,
-    Logger logger) {
+    Logger logger, std::unique_ptr<DeviceEncoder> encoder) {
   TERN_RETURN_IF_ERROR(ValidateWorkerOptions(options));
   if (model == nullptr) return absl::InvalidArgumentError("no model");
   // The batch stream's own preconditions (enough examples for every worker's
@@ -191,9 +191,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
 
   // TernGrad without error feedback encodes on the GPU; the other codecs
   // and the LPS modes copy the gradients to the host and encode there.
-  std::unique_ptr<DeviceEncoder> device_encoder;
-  if (!device.is_cpu()) {
+  std::unique_ptr<DeviceEncoder> device_encoder = std::move(encoder);
+  if (device_encoder == nullptr && !device.is_cpu()) {
     TERN_ASSIGN_OR_RETURN(device_encoder, MakeDeviceEncoder(device));
+  }
+  if (device_encoder != nullptr) {
     if (lps_mode || codecs.options.id != kernels::CodecId::kTernGrad) {
       logger->info("--device={}: training on the GPU; --codec={} {}encodes on "
                    "the host",

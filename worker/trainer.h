@@ -103,9 +103,13 @@ class Trainer {
   // that every worker starts from the same parameters. INVALID_ARGUMENT for
   // options that do not fit the model (unknown --fp32_tensors, an unknown
   // codec or schedule, a model too large for the shards' messages).
+  //
+  // `encoder`, when given, replaces the --device's TernGrad encoder (tests
+  // run the GPU path's bookkeeping with one that reads host memory).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const WorkerOptions& options, std::shared_ptr<Model> model,
-      TrainTest data, Logger logger);
+      TrainTest data, Logger logger,
+      std::unique_ptr<DeviceEncoder> encoder = nullptr);
 
   // The size bound of messages to and from the shards for this model
   // (PsClientOptions::max_message_bytes).

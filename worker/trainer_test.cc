@@ -6,7 +6,9 @@
 // that the two roles agree.
 #include "worker/trainer.h"
 
+#include <atomic>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -20,6 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/terngrad.h"
+#include "worker/device_encoder.h"
 #include "worker/in_process_shard.h"
 #include "worker/wire_payload.h"
 
@@ -253,6 +257,8 @@ class Cluster {
 
   // Client timeouts of the workers.
   absl::Duration rpc_timeout = absl::Seconds(30);
+  // A TernGrad encoder for worker w, as if it trained on a GPU (null: none).
+  std::function<std::unique_ptr<DeviceEncoder>(uint32_t)> encoder_for;
   absl::Duration join_timeout = absl::Seconds(30);
 
   const WorkerOptions& options() const { return options_; }
@@ -283,7 +289,8 @@ class Cluster {
       } else {
         if (tamper) tamper(w, &*data, model->get());
         trainer = Trainer::Create(options, *model, *std::move(data),
-                                  MakeNullLogger());
+                                  MakeNullLogger(),
+                                  encoder_for ? encoder_for(w) : nullptr);
       }
       if (!trainer.ok()) {
         ADD_FAILURE() << "worker " << w << ": " << trainer.status();
@@ -617,6 +624,89 @@ TEST(TrainerWithRealShardsTest, TwoWorkersTwoShardsStayIdentical) {
   for (size_t step : {2, 5}) {
     EXPECT_EQ(ChecksumField(results[0].lines[step]),
               ChecksumField(results[1].lines[step]));
+  }
+}
+
+// The GPU path's bookkeeping (worker/device_encoder.h) without a GPU: an
+// encoder that runs the CPU kernels on the "device" buffer, which on the
+// CPU is host memory. Counts the chunks it encodes.
+class HostEncoder final : public DeviceEncoder {
+ public:
+  explicit HostEncoder(std::atomic<int>* encoded) : encoded_(encoded) {}
+
+  absl::StatusOr<std::vector<kernels::ChunkStats>> Stats(
+      const float* gradients, uint64_t total,
+      absl::Span<const Chunk> chunks) override {
+    std::vector<kernels::ChunkStats> stats;
+    for (const Chunk& chunk : chunks) {
+      EXPECT_LE(chunk.flat_offset + chunk.num_elements, total);
+      stats.push_back(kernels::ComputeStats(
+          absl::MakeConstSpan(gradients + chunk.flat_offset,
+                              chunk.num_elements)));
+    }
+    return stats;
+  }
+
+  absl::StatusOr<std::vector<kernels::Payload>> EncodeTernGrad(
+      const float* gradients, uint64_t total, absl::Span<const Chunk> chunks,
+      absl::Span<const float> scalers, const RandomStream& stream,
+      kernels::Layout layout) override {
+    std::vector<kernels::Payload> payloads;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      EXPECT_LE(chunks[i].flat_offset + chunks[i].num_elements, total);
+      RandomStream chunk_stream = stream;
+      chunk_stream.chunk = chunks[i].key;
+      kernels::Payload payload;
+      payload.codec = kernels::CodecId::kTernGrad;
+      payload.layout = layout;
+      payload.num_elements = chunks[i].num_elements;
+      payload.scalers = {scalers[i]};
+      payload.data.resize(
+          kernels::PackedTernaryBytes(chunks[i].num_elements, layout));
+      kernels::QuantizePack(
+          absl::MakeConstSpan(gradients + chunks[i].flat_offset,
+                              chunks[i].num_elements),
+          scalers[i], chunk_stream, layout,
+          absl::MakeSpan(reinterpret_cast<uint8_t*>(payload.data.data()),
+                         payload.data.size()));
+      payloads.push_back(std::move(payload));
+      ++*encoded_;
+    }
+    return payloads;
+  }
+
+ private:
+  std::atomic<int>* encoded_;
+};
+
+// A worker whose gradients are encoded where they live trains in lockstep
+// with one that encodes on the host, and both end where a cluster without
+// the device path ends: the pushes are the same bytes.
+TEST(TrainerWithRealShardsTest, DeviceEncodingGivesTheHostReplicas) {
+  WorkerOptions options = SmallRun();
+  options.steps = 4;
+  options.fp32_tensors = {"last"};  // copied to the host on their own
+  uint64_t host_checksum = 0;
+  {
+    Cluster cluster(options, 2, ShardKind::kReal);
+    const std::vector<WorkerResult> results = cluster.Train();
+    ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+    host_checksum = results[0].checksum;
+  }
+  for (const char* packing : {"2bit", "base3"}) {
+    options.packing = packing;
+    std::atomic<int> encoded{0};
+    Cluster cluster(options, 2, ShardKind::kReal);
+    cluster.encoder_for = [&](uint32_t worker) {
+      return worker == 0 ? std::make_unique<HostEncoder>(&encoded) : nullptr;
+    };
+    const std::vector<WorkerResult> results = cluster.Train();
+    for (const WorkerResult& r : results) ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(results[0].checksum, results[1].checksum) << packing;
+    EXPECT_GT(encoded.load(), 0) << "the device path was not taken";
+    if (std::string(packing) == "2bit") {
+      EXPECT_EQ(results[0].checksum, host_checksum);
+    }
   }
 }
 
