@@ -16,32 +16,18 @@ namespace tern::kernels {
 
 absl::StatusOr<std::unique_ptr<OneBitCuda>> OneBitCuda::Create(
     uint32_t sample_size) {
-  if (CudaDeviceCount() == 0) {
-    return absl::UnavailableError("no CUDA device (cudaGetDeviceCount)");
-  }
-  int device = 0;
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  cudaStream_t stream = nullptr;
-  // Blocking: work on the legacy default stream is ordered before ours.
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
-  return absl::WrapUnique(new OneBitCuda(device, stream, sample_size));
+  TERN_ASSIGN_OR_RETURN(const Opened opened, Open());
+  return absl::WrapUnique(new OneBitCuda(opened, sample_size));
 }
 
-OneBitCuda::OneBitCuda(int device, cudaStream_t stream, uint32_t sample_size)
-    : device_(device), stream_(stream), sample_size_(sample_size) {}
-
-// Every method waits for its work, so nothing is in flight here.
-OneBitCuda::~OneBitCuda() { cudaStreamDestroy(stream_); }
+OneBitCuda::OneBitCuda(Opened opened, uint32_t sample_size)
+    : CudaContext(opened), sample_size_(sample_size) {}
 
 template <typename T>
-absl::Status OneBitCuda::Reserve(DeviceArray<T>* array, size_t size) {
+absl::Status OneBitCuda::Grow(DeviceArray<T>* array, size_t size) {
   if (array->size() >= size) return absl::OkStatus();
   TERN_ASSIGN_OR_RETURN(*array, DeviceArray<T>::Allocate(size));
   return absl::OkStatus();
-}
-
-absl::Status OneBitCuda::Synchronize() {
-  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
 float OneBitCuda::ValueAt(const float* values, const float* residual,
@@ -78,35 +64,22 @@ absl::StatusOr<std::vector<Payload>> OneBitCuda::Run(
   TERN_ASSIGN_OR_RETURN(
       OneBitCudaPlan plan,
       PlanOneBitCuda(chunks, num_values, sample_size_, feedback));
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  TERN_RETURN_IF_ERROR(Activate());
 
   const size_t num_chunks = plan.chunks.size();
-  TERN_RETURN_IF_ERROR(Reserve(&chunks_, num_chunks));
-  TERN_RETURN_IF_ERROR(Reserve(&first_ctas_, 2 * num_chunks));
-  TERN_RETURN_IF_ERROR(Reserve(&groups_, plan.num_groups));
-  TERN_RETURN_IF_ERROR(Reserve(&means_, 2 * plan.num_groups));
-  TERN_RETURN_IF_ERROR(Reserve(&packed_, plan.packed_bytes));
-  TERN_RETURN_IF_ERROR(Reserve(&first_bad_, 2));
-  if (feedback) TERN_RETURN_IF_ERROR(Reserve(&next_residual_, num_values));
+  TERN_RETURN_IF_ERROR(Grow(&groups_, plan.num_groups));
+  TERN_RETURN_IF_ERROR(Grow(&means_, 2 * plan.num_groups));
+  TERN_RETURN_IF_ERROR(Grow(&packed_, plan.packed_bytes));
+  TERN_RETURN_IF_ERROR(Grow(&first_bad_, 2));
+  if (feedback) TERN_RETURN_IF_ERROR(Grow(&next_residual_, num_values));
 
   // Tables in, accumulators cleared: all on the stream, in order.
-  if (num_chunks != 0) {
-    TERN_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(chunks_.data(), plan.chunks.data(),
-                        num_chunks * sizeof(cuda::OneBitChunk),
-                        cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync (chunk table)"));
-    std::vector<uint32_t> first_ctas = plan.element_first_cta;
-    first_ctas.insert(first_ctas.end(), plan.draw_first_cta.begin(),
-                      plan.draw_first_cta.end());
-    TERN_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(first_ctas_.data(), first_ctas.data(),
-                        first_ctas.size() * sizeof(uint32_t),
-                        cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync (CTA table)"));
-    // The pageable copies above return once the source is consumed, so
-    // `first_ctas` may go out of scope.
-  }
+  TERN_ASSIGN_OR_RETURN(
+      const std::vector<void*> tables,
+      UploadTables(
+          {{plan.chunks.data(), num_chunks * sizeof(cuda::OneBitChunk)},
+           {plan.element_first_cta.data(), num_chunks * sizeof(uint32_t)},
+           {plan.draw_first_cta.data(), num_chunks * sizeof(uint32_t)}}));
   if (plan.num_groups != 0) {
     TERN_RETURN_IF_ERROR(CudaStatus(
         cudaMemsetAsync(groups_.data(), 0,
@@ -121,13 +94,14 @@ absl::StatusOr<std::vector<Payload>> OneBitCuda::Run(
 
   const cuda::OneBitInputs in{values,
                               residual,
-                              chunks_.data(),
+                              static_cast<const cuda::OneBitChunk*>(tables[0]),
                               static_cast<uint32_t>(num_chunks),
                               stream.seed,
                               stream.step,
                               stream.worker};
-  const cuda::OneBitGrid elements{first_ctas_.data(), plan.element_ctas};
-  const cuda::OneBitGrid draws{first_ctas_.data() + num_chunks,
+  const cuda::OneBitGrid elements{static_cast<const uint32_t*>(tables[1]),
+                                  plan.element_ctas};
+  const cuda::OneBitGrid draws{static_cast<const uint32_t*>(tables[2]),
                                plan.draw_ctas};
   TERN_RETURN_IF_ERROR(CudaStatus(
       cuda::LaunchOneBitGroupMax(in, elements, groups_.data(),

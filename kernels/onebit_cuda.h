@@ -16,7 +16,7 @@
 // the host first); a non-finite (compensated) value or a residual that
 // would overflow is INVALID_ARGUMENT naming the chunk and element, and
 // leaves the residual as it was; a CUDA runtime error is a status naming
-// the call (CudaStatus in terngrad_cuda.h).
+// the call (CudaStatus in cuda_context.h).
 //
 // Only built with --config=cuda.
 #ifndef TERN_KERNELS_ONEBIT_CUDA_H_
@@ -32,29 +32,23 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/philox.h"
+#include "kernels/cuda_context.h"
 #include "kernels/onebit_cuda_launch.h"
 #include "kernels/onebit_cuda_plan.h"
 #include "kernels/payload.h"
-#include "kernels/terngrad_cuda.h"
 
 namespace tern::kernels {
 
 // Not thread-safe: one caller at a time. Every method enqueues its work on
 // stream() and waits for it; device inputs written on another stream must
 // be ready before the call.
-class OneBitCuda {
+class OneBitCuda : public CudaContext {
  public:
   // sample_size as OneBitCodec's: 0 for exact means, else groups longer
   // than it are estimated from that many draws. UNAVAILABLE without a
   // device.
   static absl::StatusOr<std::unique_ptr<OneBitCuda>> Create(
       uint32_t sample_size);
-
-  ~OneBitCuda();
-  OneBitCuda(const OneBitCuda&) = delete;
-  OneBitCuda& operator=(const OneBitCuda&) = delete;
-
-  cudaStream_t stream() const { return stream_; }
 
   // OneBitCodec::Encode of every chunk of the device buffer values[0,
   // num_values), in the chunks' order. Chunk c draws from `stream` with
@@ -72,23 +66,19 @@ class OneBitCuda {
       absl::Span<const CudaOneBitChunk> chunks, const RandomStream& stream);
 
  private:
-  OneBitCuda(int device, cudaStream_t stream, uint32_t sample_size);
+  OneBitCuda(Opened opened, uint32_t sample_size);
 
   absl::StatusOr<std::vector<Payload>> Run(
       const float* values, float* residual, uint64_t num_values,
       absl::Span<const CudaOneBitChunk> chunks, const RandomStream& stream);
-  // Grows `array` to at least `size` elements.
+  // Grows `array` to at least `size` elements (typed scratch; the chunk
+  // tables go through UploadTables).
   template <typename T>
-  absl::Status Reserve(DeviceArray<T>* array, size_t size);
-  absl::Status Synchronize();
+  absl::Status Grow(DeviceArray<T>* array, size_t size);
   // The value at flat index `index` of values (+ residual), for messages.
   float ValueAt(const float* values, const float* residual, uint64_t index);
 
-  int device_;
-  cudaStream_t stream_;
-  uint32_t sample_size_;
-  DeviceArray<cuda::OneBitChunk> chunks_;
-  DeviceArray<uint32_t> first_ctas_;  // elements', then draws'
+  const uint32_t sample_size_;
   DeviceArray<cuda::OneBitGroupSums> groups_;
   DeviceArray<float> means_;
   DeviceArray<uint8_t> packed_;

@@ -32,7 +32,7 @@
 #include "kernels/onebit_codec.h"
 #include "kernels/onebit_cuda.h"
 #include "kernels/payload.h"
-#include "kernels/terngrad_cuda.h"
+#include "kernels/cuda_context.h"
 
 namespace tern::kernels {
 namespace {

@@ -19,7 +19,7 @@
 #include "kernels/index_packing.h"
 #include "kernels/sparse_cuda_launch.h"
 #include "kernels/sparse_select_math.h"
-#include "kernels/terngrad_cuda.h"  // CudaStatus, CudaDeviceCount
+#include "kernels/cuda_context.h"
 
 namespace tern::kernels {
 namespace {
@@ -29,8 +29,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the device writes; these copies assume the host is too");
 
 constexpr unsigned long long kNoIndex = ~0ull;
-
-size_t AlignUp(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 // The thresholds of selections that found no value (the CPU's "sample
 // empty" and "class absent" results); the kernels overwrite them.
@@ -44,81 +42,14 @@ void EmptyThresholds(absl::Span<const sparse::RadixSelect> selects,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SparseCuda>> SparseCuda::Create() {
-  if (CudaDeviceCount() == 0) {
-    return absl::UnavailableError("no CUDA device (cudaGetDeviceCount)");
-  }
-  int device = 0;
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  cudaStream_t stream = nullptr;
-  // A blocking stream: work on the legacy default stream (e.g. a
-  // cudaMemcpy that filled the inputs) is ordered before ours.
-  TERN_RETURN_IF_ERROR(
-      CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
-  return absl::WrapUnique(new SparseCuda(device, stream));
+  TERN_ASSIGN_OR_RETURN(const Opened opened, Open());
+  return absl::WrapUnique(new SparseCuda(opened));
 }
 
-SparseCuda::SparseCuda(int device, cudaStream_t stream)
-    : device_(device), owned_stream_(stream), stream_(stream) {}
+SparseCuda::SparseCuda(Opened opened) : CudaContext(opened) {}
 
 // Every method waits for its work, so nothing is in flight here.
 SparseCuda::~SparseCuda() = default;
-
-absl::Status SparseCuda::Activate() const {
-  return CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
-}
-
-absl::Status SparseCuda::Synchronize() {
-  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-}
-
-absl::Status SparseCuda::Reserve(DeviceScratch* scratch, size_t bytes) {
-  if (scratch->size >= bytes) return absl::OkStatus();
-  // Grow geometrically so a slowly growing workload reallocates rarely.
-  const size_t size = std::max(bytes, scratch->size * 2);
-  scratch->data.reset();
-  scratch->size = 0;
-  void* data = nullptr;
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data, size), "cudaMalloc"));
-  scratch->data.reset(data);
-  scratch->size = size;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<void*>> SparseCuda::UploadTables(
-    std::initializer_list<std::pair<const void*, size_t>> parts) {
-  // A call that failed half way may have left a copy from the staging in
-  // flight: wait before rewriting it.
-  TERN_RETURN_IF_ERROR(Synchronize());
-  size_t total = 0;
-  for (const auto& part : parts) total += AlignUp(part.second);
-  if (pinned_.size < total) {
-    const size_t size = std::max(total, pinned_.size * 2);
-    pinned_.data.reset();
-    pinned_.size = 0;
-    void* data = nullptr;
-    TERN_RETURN_IF_ERROR(
-        CudaStatus(cudaMallocHost(&data, size), "cudaMallocHost"));
-    pinned_.data.reset(data);
-    pinned_.size = size;
-  }
-  TERN_RETURN_IF_ERROR(Reserve(&tables_, total));
-  auto* staging = static_cast<uint8_t*>(pinned_.data.get());
-  auto* device = static_cast<uint8_t*>(tables_.data.get());
-  std::vector<void*> addresses;
-  size_t at = 0;
-  for (const auto& part : parts) {
-    if (part.second > 0) std::memcpy(staging + at, part.first, part.second);
-    addresses.push_back(device + at);
-    at += AlignUp(part.second);
-  }
-  if (total > 0) {
-    TERN_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(device, staging, total,
-                                   cudaMemcpyHostToDevice, stream_),
-                   "cudaMemcpyAsync (tables)"));
-  }
-  return addresses;
-}
 
 absl::Status SparseCuda::EnqueueThresholds(const ThresholdJob& job,
                                            const sparse::SampleChunk* chunks,

@@ -47,6 +47,7 @@
 #include "absl/types/span.h"
 #include "common/philox.h"
 #include "kernels/codec.h"
+#include "kernels/cuda_context.h"
 #include "kernels/codec_options.h"
 #include "kernels/payload.h"
 #include "kernels/sparse_cuda_plan.h"
@@ -64,7 +65,7 @@ namespace tern::kernels {
 //
 // Not thread-safe: one caller at a time (a worker uses one per GPU).
 // Methods make the context's device current on the calling thread.
-class SparseCuda {
+class SparseCuda : public CudaContext {
  public:
   // A context on the calling thread's current device. UNAVAILABLE when
   // there is no usable device.
@@ -73,9 +74,6 @@ class SparseCuda {
   ~SparseCuda();
   SparseCuda(const SparseCuda&) = delete;
   SparseCuda& operator=(const SparseCuda&) = delete;
-
-  int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
 
   // SampledMagnitudeThreshold over the chunks of values[0, num_values), in
   // table order (the CPU's span of spans).
@@ -99,23 +97,6 @@ class SparseCuda {
                                          const EncodeContext& context);
 
  private:
-  struct FreeDevice {
-    void operator()(void* data) const { cudaFree(data); }
-  };
-  struct FreePinned {
-    void operator()(void* data) const { cudaFreeHost(data); }
-  };
-  struct DestroyStream {
-    void operator()(cudaStream_t stream) const { cudaStreamDestroy(stream); }
-  };
-  // Bytes that grow to the largest call and are reused.
-  template <typename Free>
-  struct Scratch {
-    std::unique_ptr<void, Free> data;
-    size_t size = 0;
-  };
-  using DeviceScratch = Scratch<FreeDevice>;
-
   // A selection to run on the device: the sample's table and rules.
   struct ThresholdJob {
     const float* values = nullptr;
@@ -140,16 +121,8 @@ class SparseCuda {
     float threshold = 0.0f;
   };
 
-  SparseCuda(int device, cudaStream_t stream);
+  explicit SparseCuda(Opened opened);
 
-  absl::Status Activate() const;
-  absl::Status Reserve(DeviceScratch* scratch, size_t bytes);
-  absl::Status Synchronize();
-  // Copies `parts` (host bytes) through pinned staging into the table
-  // scratch, each at an offset aligned to 16 bytes; returns their device
-  // addresses.
-  absl::StatusOr<std::vector<void*>> UploadTables(
-      std::initializer_list<std::pair<const void*, size_t>> parts);
   // Enqueues the sample gather and the radix select of `job` (its selects
   // already on the device at `selects`), writing thresholds[0, 2).
   absl::Status EnqueueThresholds(const ThresholdJob& job,
@@ -163,17 +136,12 @@ class SparseCuda {
   absl::StatusOr<Payload> Encode(const float* values, uint64_t count,
                                  const KeepJob& keep);
 
-  int device_;
-  std::unique_ptr<CUstream_st, DestroyStream> owned_stream_;
-  cudaStream_t stream_;
-  DeviceScratch tables_;
   DeviceScratch keys_;
   DeviceScratch histograms_;
   DeviceScratch tiles_;
   DeviceScratch out_;
   DeviceScratch kept_;
   DeviceScratch scalers_;
-  Scratch<FreePinned> pinned_;  // host staging for the tables
 };
 
 }  // namespace tern::kernels

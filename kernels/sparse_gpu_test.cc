@@ -33,7 +33,7 @@
 #include "kernels/payload.h"
 #include "kernels/sparse_cuda.h"
 #include "kernels/sparse_select.h"
-#include "kernels/terngrad_cuda.h"
+#include "kernels/cuda_context.h"
 
 namespace tern::kernels {
 namespace {

@@ -103,35 +103,7 @@ std::string DescribeErrors(uint32_t bits) {
   return absl::StrJoin(parts, " and ");
 }
 
-size_t AlignUp(size_t bytes) { return (bytes + 15) / 16 * 16; }
-
 }  // namespace
-
-absl::Status CudaStatus(cudaError_t error, absl::string_view call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  const std::string message = absl::StrFormat(
-      "%s: %s (%s)", call, cudaGetErrorString(error), cudaGetErrorName(error));
-  switch (error) {
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(message);
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorInvalidDevice:
-      return absl::UnavailableError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-int CudaDeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // not sticky, but leave no error behind
-    return 0;
-  }
-  return count;
-}
 
 // ---------------------------------------------------------------------------
 // Tables
@@ -259,83 +231,15 @@ absl::StatusOr<CudaLaunchTable<cuda::SumChunk>> PlanCudaDecodeSums(
 // Context
 
 absl::StatusOr<std::unique_ptr<TernGradCuda>> TernGradCuda::Create() {
-  if (CudaDeviceCount() == 0) {
-    return absl::UnavailableError("no CUDA device (cudaGetDeviceCount)");
-  }
-  int device = 0;
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  cudaStream_t stream = nullptr;
-  // A blocking stream: work on the legacy default stream (e.g. a
-  // cudaMemcpy that filled the inputs) is ordered before ours.
-  TERN_RETURN_IF_ERROR(
-      CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
-  return absl::WrapUnique(new TernGradCuda(device, stream));
+  TERN_ASSIGN_OR_RETURN(const Opened opened, Open());
+  return absl::WrapUnique(new TernGradCuda(opened));
 }
 
-TernGradCuda::TernGradCuda(int device, cudaStream_t stream)
-    : device_(device), owned_stream_(stream), stream_(stream) {}
+TernGradCuda::TernGradCuda(Opened opened) : CudaContext(opened) {}
 
 // The members free their memory and the stream; nothing is left in flight
 // because every method waits for its work.
 TernGradCuda::~TernGradCuda() = default;
-
-absl::Status TernGradCuda::Activate() const {
-  return CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
-}
-
-absl::Status TernGradCuda::Reserve(DeviceScratch* scratch, size_t bytes,
-                                   bool zeroed) {
-  if (scratch->size >= bytes) return absl::OkStatus();
-  // Grow geometrically so a slowly growing workload reallocates rarely.
-  const size_t size = std::max(bytes, scratch->size * 2);
-  scratch->data.reset();
-  scratch->size = 0;
-  void* data = nullptr;
-  TERN_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data, size), "cudaMalloc"));
-  scratch->data.reset(data);
-  if (zeroed) {
-    TERN_RETURN_IF_ERROR(CudaStatus(cudaMemset(data, 0, size), "cudaMemset"));
-  }
-  scratch->size = size;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<void*>> TernGradCuda::UploadTables(
-    std::initializer_list<std::pair<const void*, size_t>> parts) {
-  // Every call waits for its stream before returning, except one that
-  // failed half way: wait here too, so no copy from the staging (and no
-  // kernel reading the tables) is still in flight when they are rewritten.
-  TERN_RETURN_IF_ERROR(Synchronize());
-  size_t total = 0;
-  for (const auto& part : parts) total += AlignUp(part.second);
-  if (pinned_.size < total) {
-    const size_t size = std::max(total, pinned_.size * 2);
-    pinned_.data.reset();
-    pinned_.size = 0;
-    void* data = nullptr;
-    TERN_RETURN_IF_ERROR(
-        CudaStatus(cudaMallocHost(&data, size), "cudaMallocHost"));
-    pinned_.data.reset(data);
-    pinned_.size = size;
-  }
-  TERN_RETURN_IF_ERROR(Reserve(&tables_, total, /*zeroed=*/false));
-  auto* staging = static_cast<uint8_t*>(pinned_.data.get());
-  auto* device = static_cast<uint8_t*>(tables_.data.get());
-  std::vector<void*> addresses;
-  size_t at = 0;
-  for (const auto& part : parts) {
-    if (part.second > 0) std::memcpy(staging + at, part.first, part.second);
-    addresses.push_back(device + at);
-    at += AlignUp(part.second);
-  }
-  if (total > 0) {
-    TERN_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(device, staging, total,
-                                   cudaMemcpyHostToDevice, stream_),
-                   "cudaMemcpyAsync (chunk table)"));
-  }
-  return addresses;
-}
 
 absl::StatusOr<uint32_t*> TernGradCuda::ClearErrors(size_t num_words) {
   TERN_RETURN_IF_ERROR(
@@ -359,9 +263,6 @@ absl::StatusOr<std::vector<uint32_t>> TernGradCuda::FetchErrors(
   return errors;
 }
 
-absl::Status TernGradCuda::Synchronize() {
-  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-}
 
 absl::StatusOr<std::vector<ChunkStats>> TernGradCuda::ComputeStats(
     const float* values, uint64_t num_values,

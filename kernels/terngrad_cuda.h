@@ -44,91 +44,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/philox.h"
+#include "kernels/cuda_context.h"
 #include "kernels/payload.h"
 #include "kernels/terngrad.h"
 #include "kernels/terngrad_cuda_launch.h"
 
 namespace tern::kernels {
-
-// OK for cudaSuccess; otherwise a status whose message names `call` and
-// the runtime's description of `error`.
-absl::Status CudaStatus(cudaError_t error, absl::string_view call);
-
-// How many CUDA devices this process can use: 0 when there is none or no
-// driver (those are not errors here: callers fall back to the CPU, tests
-// skip).
-int CudaDeviceCount();
-
-// Device memory for `size` elements of T, freed by the destructor.
-// Move-only; not thread-safe.
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-
-  static absl::StatusOr<DeviceArray> Allocate(size_t size) {
-    DeviceArray array;
-    array.size_ = size;
-    if (size == 0) return array;
-    void* data = nullptr;
-    absl::Status status =
-        CudaStatus(cudaMalloc(&data, size * sizeof(T)), "cudaMalloc");
-    if (!status.ok()) return status;
-    array.data_.reset(static_cast<T*>(data));
-    return array;
-  }
-
-  // Allocates and copies `host` in (synchronously).
-  static absl::StatusOr<DeviceArray> FromHost(absl::Span<const T> host) {
-    absl::StatusOr<DeviceArray> array = Allocate(host.size());
-    if (!array.ok()) return array.status();
-    absl::Status status = array->CopyFromHost(host);
-    if (!status.ok()) return status;
-    return array;
-  }
-
-  T* data() const { return data_.get(); }
-  size_t size() const { return size_; }
-
-  // Synchronous copies of all size() elements; `host` must have size()
-  // elements (INVALID_ARGUMENT otherwise).
-  absl::Status CopyFromHost(absl::Span<const T> host) {
-    if (host.size() != size_) return SizeMismatch(host.size());
-    if (size_ == 0) return absl::OkStatus();
-    return CudaStatus(cudaMemcpy(data(), host.data(), size_ * sizeof(T),
-                                 cudaMemcpyHostToDevice),
-                      "cudaMemcpy (host to device)");
-  }
-  absl::Status CopyToHost(absl::Span<T> host) const {
-    if (host.size() != size_) return SizeMismatch(host.size());
-    if (size_ == 0) return absl::OkStatus();
-    return CudaStatus(cudaMemcpy(host.data(), data(), size_ * sizeof(T),
-                                 cudaMemcpyDeviceToHost),
-                      "cudaMemcpy (device to host)");
-  }
-  absl::StatusOr<std::vector<T>> ToHost() const {
-    std::vector<T> host(size_);
-    absl::Status status = CopyToHost(absl::MakeSpan(host));
-    if (!status.ok()) return status;
-    return host;
-  }
-
- private:
-  struct Free {
-    void operator()(T* data) const { cudaFree(data); }
-  };
-  absl::Status SizeMismatch(size_t host_size) const;
-
-  std::unique_ptr<T, Free> data_;
-  size_t size_ = 0;
-};
-
-template <typename T>
-absl::Status DeviceArray<T>::SizeMismatch(size_t host_size) const {
-  return absl::InvalidArgumentError(
-      "DeviceArray copy: the host span has " + std::to_string(host_size) +
-      " elements, the device array " + std::to_string(size_));
-}
 
 // ---------------------------------------------------------------------------
 // Chunk tables. Offsets and counts are in elements of the flat float (or
@@ -207,7 +128,7 @@ absl::StatusOr<CudaLaunchTable<cuda::SumChunk>> PlanCudaDecodeSums(
 //
 // Not thread-safe: one caller at a time (a worker uses one per GPU).
 // Methods make the context's device current on the calling thread.
-class TernGradCuda {
+class TernGradCuda : public CudaContext {
  public:
   // A context on the calling thread's current device. UNAVAILABLE when
   // there is no usable device.
@@ -216,9 +137,6 @@ class TernGradCuda {
   ~TernGradCuda();
   TernGradCuda(const TernGradCuda&) = delete;
   TernGradCuda& operator=(const TernGradCuda&) = delete;
-
-  int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
 
   // ComputeStats() of each chunk of values[0, num_values).
   absl::StatusOr<std::vector<ChunkStats>> ComputeStats(
@@ -251,49 +169,18 @@ class TernGradCuda {
                           uint64_t num_out);
 
  private:
-  struct FreeDevice {
-    void operator()(void* data) const { cudaFree(data); }
-  };
-  struct FreePinned {
-    void operator()(void* data) const { cudaFreeHost(data); }
-  };
-  struct DestroyStream {
-    void operator()(cudaStream_t stream) const { cudaStreamDestroy(stream); }
-  };
-  // Scratch bytes that grow to the largest call and are reused.
-  template <typename Free>
-  struct Scratch {
-    std::unique_ptr<void, Free> data;
-    size_t size = 0;
-  };
-  using DeviceScratch = Scratch<FreeDevice>;
+  explicit TernGradCuda(Opened opened);
 
-  TernGradCuda(int device, cudaStream_t stream);
-
-  absl::Status Activate() const;
-  // Grows `scratch` to at least `bytes` (zero-filled when `zeroed`).
-  absl::Status Reserve(DeviceScratch* scratch, size_t bytes, bool zeroed);
-  // Copies `parts` (host bytes) through pinned staging into the table
-  // scratch, each at an offset aligned to 16 bytes, and returns the device
-  // address of each.
-  absl::StatusOr<std::vector<void*>> UploadTables(
-      std::initializer_list<std::pair<const void*, size_t>> parts);
   // Zeroes num_words error words on the stream; returns their address.
   absl::StatusOr<uint32_t*> ClearErrors(size_t num_words);
   // Copies num_words error words back and waits for the stream.
   absl::StatusOr<std::vector<uint32_t>> FetchErrors(size_t num_words);
-  absl::Status Synchronize();
 
-  int device_;
-  std::unique_ptr<CUstream_st, DestroyStream> owned_stream_;
-  cudaStream_t stream_;
-  DeviceScratch tables_;
   DeviceScratch partials_;
   DeviceScratch counters_;  // zero between calls (the stats kernel resets
                             // the ones it uses)
   DeviceScratch results_;
   DeviceScratch errors_;
-  Scratch<FreePinned> pinned_;  // host staging for tables and results
 };
 
 }  // namespace tern::kernels
