@@ -13,12 +13,10 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/casts.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -32,12 +30,17 @@
 #include "kernels/onebit_codec.h"
 #include "kernels/onebit_cuda.h"
 #include "kernels/payload.h"
+#include "kernels/twin_test_util.h"
 #include "kernels/cuda_context.h"
 
 namespace tern::kernels {
 namespace {
 
 using ::testing::HasSubstr;
+using twin_test::Bits;
+using twin_test::CpuOneBitCodec;
+using twin_test::ExpectSamePayload;
+using twin_test::OneBitGradient;
 
 constexpr uint64_t kSizes[] = {0, 1, 31, 32, 33, (1u << 20) + 3};
 constexpr uint64_t kGroupSizes[] = {0, 1, 7, 64, 1000, 5000};
@@ -48,51 +51,12 @@ constexpr uint32_t kSampleSizes[] = {0, 4096, 99};
 const RandomStream kStream{
     .seed = 0x0123456789ABCDEFull, .step = 17, .chunk = 0, .worker = 3};
 
-std::vector<float> Gradient(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.01f);
-  std::vector<float> g(n);
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = normal(rng) * (i % 97 == 5 ? 40.0f : 1.0f) + 0.001f;
-    if (i % 401 == 3) g[i] = 0.0f;
-    if (i % 409 == 4) g[i] = -0.0f;
-  }
-  return g;
-}
-
-std::unique_ptr<Codec> CpuCodec(uint32_t sample_size) {
-  CodecOptions options;
-  options.id = CodecId::kOneBit;
-  options.sampled_means = sample_size != 0;
-  options.sample_size = sample_size == 0 ? 4096 : sample_size;
-  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeOneBitCodec(options);
-  EXPECT_TRUE(codec.ok()) << codec.status();
-  return codec.ok() ? *std::move(codec) : nullptr;
-}
-
 EncodeContext ContextOf(uint32_t key, uint64_t group_size) {
   EncodeContext context;
   context.stream = kStream;
   context.stream.chunk = key;
   context.group_size = group_size;
   return context;
-}
-
-void ExpectSamePayload(const Payload& gpu, const Payload& cpu,
-                       const std::string& where) {
-  EXPECT_EQ(gpu.codec, cpu.codec) << where;
-  EXPECT_EQ(gpu.layout, cpu.layout) << where;
-  EXPECT_EQ(gpu.num_elements, cpu.num_elements) << where;
-  EXPECT_EQ(gpu.num_summands, cpu.num_summands) << where;
-  ASSERT_EQ(gpu.scalers.size(), cpu.scalers.size()) << where;
-  for (size_t k = 0; k < cpu.scalers.size(); ++k) {
-    // Bits, so that -0 and +0 differ.
-    ASSERT_EQ(absl::bit_cast<uint32_t>(gpu.scalers[k]),
-              absl::bit_cast<uint32_t>(cpu.scalers[k]))
-        << where << ": scaler " << k << " gpu " << gpu.scalers[k] << " cpu "
-        << cpu.scalers[k];
-  }
-  ASSERT_EQ(gpu.data, cpu.data) << where;
 }
 
 // ---------------------------------------------------------------------------
@@ -120,7 +84,7 @@ class OneBitCudaTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<OneBitCuda>> gpu =
         OneBitCuda::Create(sample_size);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const std::unique_ptr<Codec> cpu = CpuCodec(sample_size);
+    const std::unique_ptr<Codec> cpu = CpuOneBitCodec(sample_size);
     const DeviceArray<float> device = Upload(values);
     absl::StatusOr<std::vector<Payload>> payloads =
         (*gpu)->Encode(device.data(), values.size(), chunks, kStream);
@@ -140,7 +104,8 @@ class OneBitCudaTest : public ::testing::Test {
 
 TEST_F(OneBitCudaTest, OneChunkOfEachSizeMatchesTheCpu) {
   for (const uint64_t n : kSizes) {
-    const std::vector<float> values = Gradient(n, static_cast<uint32_t>(n));
+    const std::vector<float> values =
+        OneBitGradient(n, static_cast<uint32_t>(n));
     for (const uint64_t group_size : kGroupSizes) {
       for (const uint32_t sample_size : kSampleSizes) {
         CheckEncode(values, {{.key = 7, .offset = 0, .count = n,
@@ -167,7 +132,7 @@ TEST_F(OneBitCudaTest, ManyChunksInOneLaunchMatchTheCpu) {
                       .group_size = groups[c]});
     total += counts[c];
   }
-  const std::vector<float> values = Gradient(total, 99);
+  const std::vector<float> values = OneBitGradient(total, 99);
   for (const uint32_t sample_size : kSampleSizes) {
     CheckEncode(values, chunks, sample_size,
                 absl::StrCat("sample ", sample_size));
@@ -190,13 +155,13 @@ TEST_F(OneBitCudaTest, ErrorFeedbackKeepsTheCpuResidualOverSteps) {
     absl::StatusOr<std::unique_ptr<OneBitCuda>> gpu =
         OneBitCuda::Create(sample_size);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
-    ErrorFeedback cpu(CpuCodec(sample_size));
+    ErrorFeedback cpu(CpuOneBitCodec(sample_size));
     for (const CudaOneBitChunk& chunk : chunks) {
       ASSERT_TRUE(cpu.Register(chunk.key, chunk.count).ok());
     }
     DeviceArray<float> residual = Upload(std::vector<float>(total, 0.0f));
     for (uint32_t step = 0; step < 4; ++step) {
-      const std::vector<float> gradient = Gradient(total, 1000 + step);
+      const std::vector<float> gradient = OneBitGradient(total, 1000 + step);
       const DeviceArray<float> device = Upload(gradient);
       RandomStream stream = kStream;
       stream.step = step;
@@ -223,8 +188,8 @@ TEST_F(OneBitCudaTest, ErrorFeedbackKeepsTheCpuResidualOverSteps) {
         absl::StatusOr<absl::Span<const float>> want = cpu.Residual(chunk.key);
         ASSERT_TRUE(want.ok());
         for (uint64_t i = 0; i < chunk.count; ++i) {
-          ASSERT_EQ(absl::bit_cast<uint32_t>((*gpu_residual)[chunk.offset + i]),
-                    absl::bit_cast<uint32_t>((*want)[i]))
+          ASSERT_EQ(Bits((*gpu_residual)[chunk.offset + i]),
+                    Bits((*want)[i]))
               << where << " element " << i;
         }
       }
@@ -235,7 +200,7 @@ TEST_F(OneBitCudaTest, ErrorFeedbackKeepsTheCpuResidualOverSteps) {
 TEST_F(OneBitCudaTest, NonFiniteValuesAreRefusedAndLeaveTheResidual) {
   absl::StatusOr<std::unique_ptr<OneBitCuda>> gpu = OneBitCuda::Create(0);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  std::vector<float> values = Gradient(3000, 5);
+  std::vector<float> values = OneBitGradient(3000, 5);
   values[2500] = std::numeric_limits<float>::quiet_NaN();
   values[2700] = std::numeric_limits<float>::infinity();
   const std::vector<CudaOneBitChunk> chunks = {
@@ -248,7 +213,7 @@ TEST_F(OneBitCudaTest, NonFiniteValuesAreRefusedAndLeaveTheResidual) {
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("chunk 2: element 500 is nan"));
 
-  const std::vector<float> before = Gradient(3000, 6);
+  const std::vector<float> before = OneBitGradient(3000, 6);
   DeviceArray<float> residual = Upload(before);
   status = (*gpu)
                ->EncodeCompensated(device.data(), residual.data(),

@@ -11,12 +11,10 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/casts.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -30,11 +28,16 @@
 #include "kernels/onebit_cuda_plan.h"
 #include "kernels/onebit_tile_cuda.h"
 #include "kernels/payload.h"
+#include "kernels/twin_test_util.h"
 
 namespace tern::kernels {
 namespace {
 
 using ::testing::HasSubstr;
+using twin_test::Bits;
+using twin_test::CpuOneBitCodec;
+using twin_test::ExpectSamePayload;
+using twin_test::OneBitGradient;
 using onebit_tile::DrawTile;
 using onebit_tile::ElementTile;
 using onebit_tile::RunSums;
@@ -45,18 +48,6 @@ constexpr uint64_t kNone = ~uint64_t{0};
 
 const RandomStream kStream{
     .seed = 0x0123456789ABCDEFull, .step = 17, .chunk = 0, .worker = 3};
-
-std::vector<float> Gradient(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.01f);
-  std::vector<float> g(n);
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = normal(rng) * (i % 97 == 5 ? 40.0f : 1.0f) + 0.001f;
-    if (i % 401 == 3) g[i] = 0.0f;
-    if (i % 409 == 4) g[i] = -0.0f;
-  }
-  return g;
-}
 
 // The atomics of one launch, as plain arithmetic on the host.
 struct HostSink {
@@ -275,16 +266,6 @@ cuda::OneBitInputs InputsOf(const std::vector<float>& values,
                             stream.worker};
 }
 
-std::unique_ptr<Codec> CpuCodec(uint32_t sample_size) {
-  CodecOptions options;
-  options.id = CodecId::kOneBit;
-  options.sampled_means = sample_size != 0;
-  options.sample_size = sample_size == 0 ? 4096 : sample_size;
-  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeOneBitCodec(options);
-  EXPECT_TRUE(codec.ok()) << codec.status();
-  return codec.ok() ? *std::move(codec) : nullptr;
-}
-
 EncodeContext ContextOf(const CudaOneBitChunk& chunk,
                         const RandomStream& stream) {
   EncodeContext context;
@@ -292,21 +273,6 @@ EncodeContext ContextOf(const CudaOneBitChunk& chunk,
   context.stream.chunk = chunk.key;
   context.group_size = chunk.group_size;
   return context;
-}
-
-void ExpectSamePayload(const Payload& gpu, const Payload& cpu,
-                       const std::string& where) {
-  EXPECT_EQ(gpu.codec, cpu.codec) << where;
-  EXPECT_EQ(gpu.layout, cpu.layout) << where;
-  EXPECT_EQ(gpu.num_elements, cpu.num_elements) << where;
-  ASSERT_EQ(gpu.scalers.size(), cpu.scalers.size()) << where;
-  for (size_t k = 0; k < cpu.scalers.size(); ++k) {
-    ASSERT_EQ(absl::bit_cast<uint32_t>(gpu.scalers[k]),
-              absl::bit_cast<uint32_t>(cpu.scalers[k]))
-        << where << ": scaler " << k << " emulated " << gpu.scalers[k]
-        << " cpu " << cpu.scalers[k];
-  }
-  ASSERT_EQ(gpu.data, cpu.data) << where;
 }
 
 // Chunks of `counts` laid end to end from `first`, with their groups.
@@ -336,7 +302,7 @@ void CheckEncode(const std::vector<float>& values,
   EXPECT_EQ(out.first_bad, kNone) << where;
   const std::vector<Payload> payloads =
       OneBitPayloads(*plan, out.packed, out.means);
-  const std::unique_ptr<Codec> cpu = CpuCodec(sample_size);
+  const std::unique_ptr<Codec> cpu = CpuOneBitCodec(sample_size);
   for (size_t c = 0; c < chunks.size(); ++c) {
     absl::StatusOr<Payload> want = cpu->Encode(
         absl::MakeConstSpan(values).subspan(chunks[c].offset, chunks[c].count),
@@ -350,7 +316,8 @@ void CheckEncode(const std::vector<float>& values,
 
 TEST(OneBitTileTest, OneChunkOfEachSizeMatchesTheCpu) {
   for (const uint64_t n : {0, 1, 31, 32, 33, 1000, 70000}) {
-    const std::vector<float> values = Gradient(n, static_cast<uint32_t>(n));
+    const std::vector<float> values =
+        OneBitGradient(n, static_cast<uint32_t>(n));
     for (const uint64_t group : {0, 1, 7, 64, 1000, 5000}) {
       for (const uint32_t sample : {0u, 99u, 4096u}) {
         uint64_t total = 0;
@@ -363,7 +330,7 @@ TEST(OneBitTileTest, OneChunkOfEachSizeMatchesTheCpu) {
 
 TEST(OneBitTileTest, AMillionValuesInOneGroupOrInRowsMatchTheCpu) {
   const uint64_t n = (uint64_t{1} << 20) + 3;
-  const std::vector<float> values = Gradient(n, 20);
+  const std::vector<float> values = OneBitGradient(n, 20);
   for (const uint64_t group : {0, 1000}) {
     for (const uint32_t sample : {0u, 4096u}) {
       uint64_t total = 0;
@@ -378,7 +345,7 @@ TEST(OneBitTileTest, ManyChunksFromAMisalignedOffsetMatchTheCpu) {
   const uint64_t groups[] = {0, 1, 7, 64, 0, 33, 0, 1000, 3, 2};
   uint64_t total = 0;
   const std::vector<CudaOneBitChunk> chunks = Lay(counts, groups, 3, &total);
-  const std::vector<float> values = Gradient(total, 99);
+  const std::vector<float> values = OneBitGradient(total, 99);
   for (const uint32_t sample : {0u, 99u, 4096u}) {
     CheckEncode(values, chunks, sample, absl::StrCat("sample ", sample));
   }
@@ -393,13 +360,13 @@ TEST(OneBitTileTest, ErrorFeedbackKeepsTheCpuResidualOverSteps) {
     absl::StatusOr<OneBitCudaPlan> plan =
         PlanOneBitCuda(chunks, total, sample, true);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    ErrorFeedback cpu(CpuCodec(sample));
+    ErrorFeedback cpu(CpuOneBitCodec(sample));
     for (const CudaOneBitChunk& chunk : chunks) {
       ASSERT_TRUE(cpu.Register(chunk.key, chunk.count).ok());
     }
     std::vector<float> residual(total, 0.0f);
     for (uint32_t step = 0; step < 3; ++step) {
-      const std::vector<float> gradient = Gradient(total, 1000 + step);
+      const std::vector<float> gradient = OneBitGradient(total, 1000 + step);
       RandomStream stream = kStream;
       stream.step = step;
       const Emulated out =
@@ -425,8 +392,8 @@ TEST(OneBitTileTest, ErrorFeedbackKeepsTheCpuResidualOverSteps) {
             cpu.Residual(chunk.key);
         ASSERT_TRUE(cpu_residual.ok());
         for (uint64_t i = 0; i < chunk.count; ++i) {
-          ASSERT_EQ(absl::bit_cast<uint32_t>(residual[chunk.offset + i]),
-                    absl::bit_cast<uint32_t>((*cpu_residual)[i]))
+          ASSERT_EQ(Bits(residual[chunk.offset + i]),
+                    Bits((*cpu_residual)[i]))
               << where << " element " << i;
         }
       }
@@ -435,7 +402,7 @@ TEST(OneBitTileTest, ErrorFeedbackKeepsTheCpuResidualOverSteps) {
 }
 
 TEST(OneBitTileTest, TheFirstNonFiniteValueIsFound) {
-  std::vector<float> values = Gradient(3000, 5);
+  std::vector<float> values = OneBitGradient(3000, 5);
   values[2700] = std::numeric_limits<float>::infinity();
   values[2500] = std::numeric_limits<float>::quiet_NaN();
   uint64_t total = 0;

@@ -13,7 +13,6 @@
 //   bazel test --config=cuda //kernels:sparse_gpu_test --test_output=all
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -31,12 +30,16 @@
 #include "kernels/codec_options.h"
 #include "kernels/dropping_codec.h"
 #include "kernels/payload.h"
+#include "kernels/twin_test_util.h"
 #include "kernels/sparse_cuda.h"
 #include "kernels/sparse_select.h"
 #include "kernels/cuda_context.h"
 
 namespace tern::kernels {
 namespace {
+
+using twin_test::Bits;
+using twin_test::ExpectSamePayload;
 
 constexpr uint64_t kSizes[] = {0, 1, 31, 32, 33, (1u << 20) + 3};
 constexpr uint32_t kSampleSizes[] = {1, 33, 4096, 1u << 21};
@@ -66,33 +69,10 @@ std::vector<float> Values(size_t n, uint32_t seed, bool nonfinite) {
   return values;
 }
 
-uint32_t Bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return bits;
-}
-
 DeviceArray<float> Upload(absl::Span<const float> host) {
   absl::StatusOr<DeviceArray<float>> array = DeviceArray<float>::FromHost(host);
   EXPECT_TRUE(array.ok()) << array.status();
   return array.ok() ? *std::move(array) : DeviceArray<float>();
-}
-
-void ExpectSamePayload(const Payload& got, const Payload& want,
-                       const std::string& where) {
-  EXPECT_EQ(got.codec, want.codec) << where;
-  EXPECT_EQ(got.layout, want.layout) << where;
-  EXPECT_EQ(got.format_version, want.format_version) << where;
-  EXPECT_EQ(got.num_elements, want.num_elements) << where;
-  EXPECT_EQ(got.num_summands, want.num_summands) << where;
-  EXPECT_TRUE(got.data == want.data)
-      << where << ": " << got.data.size() << " vs " << want.data.size()
-      << " bytes";
-  ASSERT_EQ(got.scalers.size(), want.scalers.size()) << where;
-  for (size_t i = 0; i < got.scalers.size(); ++i) {
-    EXPECT_EQ(Bits(got.scalers[i]), Bits(want.scalers[i]))
-        << where << ", scaler " << i;
-  }
 }
 
 void ExpectSameStatus(const absl::Status& got, const absl::Status& want,

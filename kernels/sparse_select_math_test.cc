@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -26,11 +25,15 @@
 #include "kernels/dropping_codec.h"
 #include "kernels/index_packing.h"
 #include "kernels/payload.h"
+#include "kernels/twin_test_util.h"
 #include "kernels/sparse_cuda_plan.h"
 #include "kernels/sparse_select.h"
 
 namespace tern::kernels {
 namespace {
+
+using twin_test::Bits;
+using twin_test::ExpectSamePayload;
 
 constexpr uint64_t kSizes[] = {0, 1, 31, 32, 33, 1000, (1u << 20) + 3};
 // Below every size, between them, and above the largest.
@@ -60,12 +63,6 @@ std::vector<float> Values(size_t n, uint32_t seed, bool nonfinite) {
     values[i] = v;
   }
   return values;
-}
-
-uint32_t Bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return bits;
 }
 
 // ---------------------------------------------------------------------------
@@ -179,22 +176,6 @@ Payload EncodeOnHost(CodecId codec, Layout layout, uint32_t group_size,
   payload.data = header + std::string(reinterpret_cast<const char*>(out.data()),
                                       out.size() * 4);
   return payload;
-}
-
-void ExpectSamePayload(const Payload& got, const Payload& want,
-                       const std::string& where) {
-  EXPECT_EQ(got.codec, want.codec) << where;
-  EXPECT_EQ(got.layout, want.layout) << where;
-  EXPECT_EQ(got.num_elements, want.num_elements) << where;
-  EXPECT_EQ(got.num_summands, want.num_summands) << where;
-  EXPECT_TRUE(got.data == want.data)
-      << where << ": " << got.data.size() << " vs " << want.data.size()
-      << " bytes";
-  ASSERT_EQ(got.scalers.size(), want.scalers.size()) << where;
-  for (size_t i = 0; i < got.scalers.size(); ++i) {
-    EXPECT_EQ(Bits(got.scalers[i]), Bits(want.scalers[i]))
-        << where << ", scaler " << i;
-  }
 }
 
 // ---------------------------------------------------------------------------
