@@ -189,20 +189,20 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                                  .weight_decay(options.weight_decay));
   }
 
-  // TernGrad without error feedback encodes on the GPU; the other codecs
-  // and the LPS modes copy the gradients to the host and encode there.
+  // TernGrad in --mode=terngrad encodes on the GPU; the other codecs and
+  // the LPS modes copy the gradients to the host and encode there, and need
+  // no kernels on the device.
   std::unique_ptr<DeviceEncoder> device_encoder = std::move(encoder);
-  if (device_encoder == nullptr && !device.is_cpu()) {
-    TERN_ASSIGN_OR_RETURN(device_encoder, MakeDeviceEncoder(device));
-  }
-  if (device_encoder != nullptr) {
-    if (lps_mode || codecs.options.id != kernels::CodecId::kTernGrad) {
+  if (lps_mode || codecs.options.id != kernels::CodecId::kTernGrad) {
+    if (!device.is_cpu()) {
       logger->info("--device={}: training on the GPU; --codec={} {}encodes on "
                    "the host",
                    options.device, options.codec,
                    lps_mode ? "in --mode=" + options.mode + " " : "");
-      device_encoder.reset();
     }
+    device_encoder.reset();
+  } else if (device_encoder == nullptr && !device.is_cpu()) {
+    TERN_ASSIGN_OR_RETURN(device_encoder, MakeDeviceEncoder(device));
   }
 
   std::unique_ptr<Trainer> trainer(new Trainer(
@@ -500,13 +500,6 @@ absl::Status Trainer::ComputeScalers(
   return absl::OkStatus();
 }
 
-kernels::Layout Trainer::PushLayout() const {
-  // As the registry builds the TernGrad codec: 2-bit unless asked for.
-  return codecs_.options.push_layout != kernels::Layout::kUnspecified
-             ? codecs_.options.push_layout
-             : kernels::TernGradOptions().push_layout;
-}
-
 absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
 Trainer::EncodeOnDevice(uint64_t step, const float* gradients,
                         const std::vector<float>& scalers) {
@@ -524,7 +517,7 @@ Trainer::EncodeOnDevice(uint64_t step, const float* gradients,
   absl::StatusOr<std::vector<kernels::Payload>> payloads =
       device_encoder_->EncodeTernGrad(gradients, params_.total_elements(),
                                       compressed, chunk_scalers, stream,
-                                      PushLayout());
+                                      LayoutsOf(codecs_.options).push);
   if (!payloads.ok()) return AtStep(step, payloads.status());
   std::vector<std::optional<kernels::Payload>> by_key(
       plan_.partition.chunks().size());

@@ -72,7 +72,6 @@
 #include "kernels/codec_options.h"
 #include "kernels/error_feedback.h"
 #include "kernels/terngrad.h"
-#include "kernels/terngrad_codec.h"
 #include "tern/v1/parameter_server.pb.h"
 #include "torch/torch.h"
 #include "worker/chunk_plan.h"
@@ -177,8 +176,6 @@ class Trainer {
       const std::vector<kernels::ChunkStats>* device_stats = nullptr) const;
   // The TernGrad pushes of every compressed chunk, encoded on the GPU from
   // `gradients` (the flat device buffer), by chunk key.
-  // The TernGrad push layout of the run.
-  kernels::Layout PushLayout() const;
   absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
   EncodeOnDevice(uint64_t step, const float* gradients,
                  const std::vector<float>& scalers);
