@@ -2,7 +2,6 @@
 // TernGradCuda context on the model's GPU.
 #include <cuda_runtime_api.h>
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
