@@ -112,18 +112,31 @@ absl::StatusOr<std::pair<float, float>> SparseCuda::RunThresholds(
   return std::make_pair(thresholds[0], thresholds[1]);
 }
 
-absl::StatusOr<float> SparseCuda::SampledMagnitudeThreshold(
-    const float* values, uint64_t num_values,
-    absl::Span<const CudaSparseChunk> chunks, float drop_ratio,
-    uint32_t sample_size, const RandomStream& stream) {
+absl::StatusOr<SparseCuda::ThresholdJob> SparseCuda::PlanJob(
+    const float* values, absl::Span<const CudaSparseChunk> chunks,
+    uint64_t num_values, uint32_t sample_size, const RandomStream& stream,
+    std::vector<sparse::RadixSelect> selects) {
   ThresholdJob job;
   TERN_ASSIGN_OR_RETURN(job.table, PlanSampleTable(chunks, num_values));
   job.values = values;
   job.sample_size = sample_size;
   job.stream = stream;
-  job.signed_keys = false;
-  job.selects = {
-      sparse::StartSelect(sparse::SelectRule::kMagnitude, drop_ratio)};
+  // Signed selections sort the values themselves, magnitude ones |v|.
+  job.signed_keys = selects.front().rule !=
+                    static_cast<uint32_t>(sparse::SelectRule::kMagnitude);
+  job.selects = std::move(selects);
+  return job;
+}
+
+absl::StatusOr<float> SparseCuda::SampledMagnitudeThreshold(
+    const float* values, uint64_t num_values,
+    absl::Span<const CudaSparseChunk> chunks, float drop_ratio,
+    uint32_t sample_size, const RandomStream& stream) {
+  TERN_ASSIGN_OR_RETURN(
+      const ThresholdJob job,
+      PlanJob(values, chunks, num_values, sample_size, stream,
+              {sparse::StartSelect(sparse::SelectRule::kMagnitude,
+                                   drop_ratio)}));
   TERN_ASSIGN_OR_RETURN(auto thresholds, RunThresholds(job));
   return thresholds.first;
 }
@@ -131,16 +144,13 @@ absl::StatusOr<float> SparseCuda::SampledMagnitudeThreshold(
 absl::StatusOr<SignedThresholds> SparseCuda::SampledSignedThresholds(
     const float* values, uint64_t count, float proportion,
     uint32_t sample_size, const RandomStream& stream) {
-  ThresholdJob job;
   const CudaSparseChunk whole[] = {{0, count}};
-  TERN_ASSIGN_OR_RETURN(job.table, PlanSampleTable(whole, count));
-  job.values = values;
-  job.sample_size = sample_size;
-  job.stream = stream;
-  job.signed_keys = true;
-  job.selects = {
-      sparse::StartSelect(sparse::SelectRule::kPositive, proportion),
-      sparse::StartSelect(sparse::SelectRule::kNegative, proportion)};
+  TERN_ASSIGN_OR_RETURN(
+      const ThresholdJob job,
+      PlanJob(values, whole, count, sample_size, stream,
+              {sparse::StartSelect(sparse::SelectRule::kPositive, proportion),
+               sparse::StartSelect(sparse::SelectRule::kNegative,
+                                   proportion)}));
   TERN_ASSIGN_OR_RETURN(auto thresholds, RunThresholds(job));
   SignedThresholds result;
   result.positive = thresholds.first;
@@ -169,13 +179,11 @@ absl::StatusOr<Payload> SparseCuda::EncodeDropping(
     keep.fixed[1] = -threshold;
   } else {
     const CudaSparseChunk whole[] = {{0, count}};
-    TERN_ASSIGN_OR_RETURN(keep.job.table, PlanSampleTable(whole, count));
-    keep.job.values = values;
-    keep.job.sample_size = options.sample_size;
-    keep.job.stream = context.stream;
-    keep.job.signed_keys = false;
-    keep.job.selects = {sparse::StartSelect(sparse::SelectRule::kMagnitude,
-                                            options.drop_ratio)};
+    TERN_ASSIGN_OR_RETURN(
+        keep.job, PlanJob(values, whole, count, options.sample_size,
+                          context.stream,
+                          {sparse::StartSelect(sparse::SelectRule::kMagnitude,
+                                               options.drop_ratio)}));
   }
   return Encode(values, count, keep);
 }
@@ -189,14 +197,13 @@ absl::StatusOr<Payload> SparseCuda::EncodeAdaptive(
   keep.layout = Layout::kIndexSign;
   keep.group_size = SparseGroupSize(context.group_size, count);
   const CudaSparseChunk whole[] = {{0, count}};
-  TERN_ASSIGN_OR_RETURN(keep.job.table, PlanSampleTable(whole, count));
-  keep.job.values = values;
-  keep.job.sample_size = options.sample_size;
-  keep.job.stream = context.stream;
-  keep.job.signed_keys = true;
-  keep.job.selects = {
-      sparse::StartSelect(sparse::SelectRule::kPositive, options.proportion),
-      sparse::StartSelect(sparse::SelectRule::kNegative, options.proportion)};
+  TERN_ASSIGN_OR_RETURN(
+      keep.job,
+      PlanJob(values, whole, count, options.sample_size, context.stream,
+              {sparse::StartSelect(sparse::SelectRule::kPositive,
+                                   options.proportion),
+               sparse::StartSelect(sparse::SelectRule::kNegative,
+                                   options.proportion)}));
   return Encode(values, count, keep);
 }
 

@@ -129,6 +129,12 @@ class SparseCuda : public CudaContext {
                                  const sparse::SampleChunk* chunks,
                                  sparse::RadixSelect* selects,
                                  float* thresholds);
+  // The selection of `selects` (all magnitude or all signed) over a
+  // sample of the chunks of values[0, num_values).
+  static absl::StatusOr<ThresholdJob> PlanJob(
+      const float* values, absl::Span<const CudaSparseChunk> chunks,
+      uint64_t num_values, uint32_t sample_size, const RandomStream& stream,
+      std::vector<sparse::RadixSelect> selects);
   // Runs `job` alone and returns both thresholds.
   absl::StatusOr<std::pair<float, float>> RunThresholds(
       const ThresholdJob& job);
