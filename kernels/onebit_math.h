@@ -61,9 +61,16 @@ TERN_HOST_DEVICE int FixedShift(uint32_t max_bits, uint64_t count) {
 }
 
 // trunc(v * 2^shift) for |v| <= the group's largest magnitude: the product
-// is exact in double and below 2^62 in magnitude.
+// is exact in double and below 2^62 in magnitude. A group that holds a NaN
+// or an infinity is refused by its caller, but its sums are still formed
+// (the GPU adds before it knows); converting such a product to an integer
+// is undefined behaviour in C++, so anything outside int64's range,
+// non-finite products included, is 0.
 TERN_HOST_DEVICE int64_t ToFixed(float v, int shift) {
-  return static_cast<int64_t>(static_cast<double>(v) * PowerOfTwo(shift));
+  const double scaled = static_cast<double>(v) * PowerOfTwo(shift);
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63
+  return scaled < kLimit && scaled > -kLimit ? static_cast<int64_t>(scaled)
+                                             : 0;
 }
 
 // The mean of `count` >= 1 summands whose fixed-point sum is `sum`.

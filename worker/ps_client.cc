@@ -170,8 +170,8 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
       static_cast<Call<Response>*>(tag)->done = true;
     if (late) {
       for (auto& call : calls) {
-        if (call->status.ok()) continue;
-        if (call->status.error_code() == grpc::StatusCode::CANCELLED) {
+        // RawGrpcCode: a peer's out-of-range code must not be read as the enum.
+        if (RawGrpcCode(call->status) == grpc::StatusCode::CANCELLED) {
           call->status = grpc::Status(
               grpc::StatusCode::DEADLINE_EXCEEDED,
               absl::StrCat("no answer within ",
