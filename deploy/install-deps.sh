@@ -20,6 +20,14 @@ packages=(
   # Tools the scripts and tests call.
   python3 iproute2 procps
 )
+# Containers: tests/container_test.sh and tests/k8s_manifest_test.sh
+# (deploy/README.md). An image's builder stage sets TERN_DEPS_NO_CONTAINERS=1.
+if [[ -z "${TERN_DEPS_NO_CONTAINERS:-}" ]]; then
+  packages+=(podman podman-compose runc netavark aardvark-dns iptables debootstrap
+    yamllint python3-yaml)
+  # Any kubectl with kustomize will do; Debian's conflicts with Google's.
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
