@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "common/checksum.h"
 #include "kernels/codec_options.h"
 #include "kernels/codec_registry.h"
 
@@ -27,10 +28,6 @@ constexpr uint64_t kMessageSlack = 1ull << 20;
 
 std::string Seconds(absl::Duration duration) {
   return absl::StrCat(absl::ToDoubleSeconds(duration), "s");
-}
-
-std::string FormatChecksum(uint64_t value) {
-  return absl::StrFormat("0x%016x", value);
 }
 
 // The layout the updates of `codec` travel in, `requested` resolved to the

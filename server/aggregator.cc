@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "common/checksum.h"
 #include "common/partitioner.h"
 #include "kernels/codec_registry.h"
 
@@ -134,10 +135,6 @@ absl::Status CompareCodecParams(const CodecParams& theirs,
 
 uint64_t Fp32MessageBytes(uint64_t num_elements, uint64_t num_chunks) {
   return num_elements * sizeof(float) + num_chunks * 128 + (1ull << 20);
-}
-
-std::string FormatChecksum(uint64_t checksum) {
-  return absl::StrFormat("0x%016x", checksum);
 }
 
 // One chunk the shard owns. Everything but `aggregation` and `residual` is

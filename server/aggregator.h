@@ -92,9 +92,6 @@ using PushAnswer = std::shared_ptr<const PushReply>;
 // (worker/ps_client.h, MessageBytesBound).
 uint64_t Fp32MessageBytes(uint64_t num_elements, uint64_t num_chunks);
 
-// "0x" and 16 lower-case hex digits, as checksums appear in messages.
-std::string FormatChecksum(uint64_t checksum);
-
 class Aggregator {
  public:
   // INVALID_ARGUMENT for options that cannot work (no workers, shard_index

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/checksum.h"
 #include "common/lr_schedule.h"
 #include "common/partitioner.h"
 #include "common/philox.h"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/checksum.h"
 #include "kernels/codec_options.h"
 #include "kernels/codec_registry.h"
 #include "kernels/terngrad.h"
@@ -14,18 +15,6 @@ namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "Checksum hashes the float bytes as they lie in memory");
-
-constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ull;
-constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-
-uint64_t Fnv1a64Update(uint64_t state, const void* data, size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    state ^= bytes[i];
-    state *= kFnvPrime;
-  }
-  return state;
-}
 
 absl::Status CheckOptions(const LpsStateOptions& options) {
   if (options.num_workers == 0) {
@@ -240,12 +229,11 @@ absl::StatusOr<kernels::Payload> LpsState::QuantizedWeights(
 }
 
 uint64_t LpsState::Checksum() const {
-  uint64_t state = kFnvOffsetBasis;
+  tern::Checksum hash;  // the class, not this method
   for (const ChunkState& chunk : chunks_) {
-    state = Fnv1a64Update(state, chunk.weights.data(),
-                          chunk.weights.size() * sizeof(float));
+    hash.Update(chunk.weights.data(), chunk.weights.size() * sizeof(float));
   }
-  return state;
+  return hash.value();
 }
 
 absl::StatusOr<absl::Span<const float>> LpsState::Weights(uint32_t key) const {

@@ -129,11 +129,10 @@ class LpsState {
   absl::StatusOr<kernels::Payload> QuantizedWeights(
       uint32_t key, const RandomStream& stream) const;
 
-  // FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3) over
-  // the raw little-endian float32 bytes of W, chunk after chunk in key
-  // order: for a shard that owns every chunk, the same value as the
-  // worker's ParamBuffer::Checksum() of the same weights
-  // (worker/fingerprint.h).
+  // The checksum (common/checksum.h) of the raw little-endian float32
+  // bytes of W, chunk after chunk in key order: for a shard that owns every
+  // chunk, the same value as the worker's ParamBuffer::Checksum() of the
+  // same weights.
   uint64_t Checksum() const;
 
   // The shard's chunk keys, ascending.

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
+#include "common/checksum.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
 
@@ -55,16 +56,16 @@ void ExpectStatus(const absl::Status& status, absl::StatusCode code,
   EXPECT_THAT(std::string(status.message()), HasSubstr(why));
 }
 
-// FNV-1a 64 written out, for the checksum.
-uint64_t ReferenceFnv(const std::vector<std::vector<float>>& chunks) {
-  uint64_t h = 0xcbf29ce484222325ull;
+// The checksum of the chunks' float bytes laid end to end, as a worker's
+// flat ParamBuffer holds them.
+uint64_t ChecksumOfConcatenation(
+    const std::vector<std::vector<float>>& chunks) {
+  std::string bytes;
   for (const std::vector<float>& chunk : chunks) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(chunk.data());
-    for (size_t i = 0; i < chunk.size() * sizeof(float); ++i) {
-      h = (h ^ bytes[i]) * 0x100000001b3ull;
-    }
+    bytes.append(reinterpret_cast<const char*>(chunk.data()),
+                 chunk.size() * sizeof(float));
   }
-  return h;
+  return ChecksumOf(bytes);
 }
 
 TEST(LpsStateTest, SerialMomentumSgdByHand) {
@@ -478,17 +479,16 @@ TEST(LpsStateTest, CreateForShardCutsTheFlatWeights) {
                absl::StatusCode::kInvalidArgument, "shard 2 is out of range");
 }
 
-TEST(LpsStateTest, ChecksumIsFnvOfTheWeightsInKeyOrder) {
+TEST(LpsStateTest, ChecksumIsOfTheWeightsInKeyOrder) {
   const std::vector<float> a = Normal(33, 1), b = Normal(5, 2);
   // Given out of order; hashed in key order, like a flat ParamBuffer.
   std::unique_ptr<LpsState> state =
       MakeState(LpsStateOptions(), Constant(0.1), {{8, b}, {3, a}, {5, {}}});
   EXPECT_EQ(state->chunk_keys(), (std::vector<uint32_t>{3, 5, 8}));
-  EXPECT_EQ(state->Checksum(), ReferenceFnv({a, {}, b}));
-  // FNV-1a of nothing is the offset basis.
+  EXPECT_EQ(state->Checksum(), ChecksumOfConcatenation({a, {}, b}));
   std::unique_ptr<LpsState> empty =
       MakeState(LpsStateOptions(), Constant(0.1), {{0, {}}});
-  EXPECT_EQ(empty->Checksum(), 0xcbf29ce484222325ull);
+  EXPECT_EQ(empty->Checksum(), ChecksumOf(""));
   // Any bit of any weight changes it.
   const uint64_t before = state->Checksum();
   absl::Span<float> w = *state->MutableWeights(8);

@@ -10,13 +10,16 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "worker/fingerprint.h"
+#include "common/checksum.h"
 
 namespace tern::worker {
 namespace {
 
-// The frame around the message (proto/tern/v1/checkpoint.proto).
-constexpr absl::string_view kMagic = "TERNCKPT";
+// The frame around the message (proto/tern/v1/checkpoint.proto). The magic
+// changed with the checksum (FNV-1a 64 before, XXH3-64 since), so a file of
+// the old frame is named as such instead of being reported corrupt.
+constexpr absl::string_view kMagic = "TERNCKP2";
+constexpr absl::string_view kFnvFrameMagic = "TERNCKPT";
 constexpr size_t kFrameBytes = 8 + 8 + 8;
 
 void AppendU64(uint64_t value, std::string* out) {
@@ -31,12 +34,6 @@ uint64_t ReadU64(absl::string_view bytes) {
     value = (value << 8) | static_cast<uint8_t>(bytes[i]);
   }
   return value;
-}
-
-uint64_t Fnv(absl::string_view bytes) {
-  Fnv1a64 hash;
-  hash.Update(bytes);
-  return hash.value();
 }
 
 absl::Status SystemError(absl::string_view what, absl::string_view path) {
@@ -98,7 +95,7 @@ absl::Status WriteCheckpoint(const std::string& path,
   bytes.reserve(kFrameBytes + message.size());
   AppendU64(message.size(), &bytes);
   bytes += message;
-  AppendU64(Fnv(message), &bytes);
+  AppendU64(ChecksumOf(message), &bytes);
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return SystemError("create", tmp);
@@ -141,6 +138,13 @@ absl::StatusOr<tern::v1::WorkerCheckpoint> ReadCheckpoint(
         absl::StrCat("checkpoint: cannot read '", path, "'"));
   }
   const std::string bytes = std::move(buffer).str();
+  if (absl::string_view(bytes).substr(0, kFnvFrameMagic.size()) ==
+      kFnvFrameMagic) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint: '", path,
+        "' was written by an older tern (FNV-1a checksums) and cannot be "
+        "resumed by this one"));
+  }
   if (bytes.size() < kFrameBytes ||
       absl::string_view(bytes).substr(0, kMagic.size()) != kMagic) {
     return absl::DataLossError(absl::StrCat(
@@ -156,10 +160,10 @@ absl::StatusOr<tern::v1::WorkerCheckpoint> ReadCheckpoint(
       absl::string_view(bytes).substr(16, length);
   const uint64_t recorded =
       ReadU64(absl::string_view(bytes).substr(16 + length, 8));
-  if (Fnv(message) != recorded) {
+  if (ChecksumOf(message) != recorded) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint: '", path, "' is corrupt: its checksum is ",
-        FormatChecksum(Fnv(message)), " but it records ",
+        FormatChecksum(ChecksumOf(message)), " but it records ",
         FormatChecksum(recorded)));
   }
   tern::v1::WorkerCheckpoint checkpoint;

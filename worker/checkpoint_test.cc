@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/checksum.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -118,6 +119,8 @@ TEST(CheckpointTest, TruncatedCorruptOrForeignFilesAreDataLoss) {
       {flipped, "corrupt"},
       {"{\"json\": true}", "not a tern worker checkpoint"},
       {std::string("\xff\xff\xff\xff", 4), "not a tern worker checkpoint"},
+      // The frame before XXH3 (magic "TERNCKPT", FNV-1a 64).
+      {"TERNCKPT" + bytes.substr(8), "older tern"},
   };
   const std::string path = TempDir() + "/bad.ckpt";
   for (const auto& test : cases) {
@@ -127,6 +130,28 @@ TEST(CheckpointTest, TruncatedCorruptOrForeignFilesAreDataLoss) {
     EXPECT_THAT(read.status().message(), HasSubstr(path));
     EXPECT_THAT(read.status().message(), HasSubstr(test.why));
   }
+}
+
+// The frame: magic, length, message, the message's checksum
+// (common/checksum.h), integers little-endian.
+TEST(CheckpointTest, TheFrameEndsWithTheMessagesChecksum) {
+  const std::string path = TempDir() + "/framed.ckpt";
+  ASSERT_TRUE(WriteCheckpoint(path, Sample()).ok());
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 24u);
+  EXPECT_EQ(bytes.substr(0, 8), "TERNCKP2");
+  const std::string message = bytes.substr(16, bytes.size() - 24);
+  std::string message_bytes;
+  ASSERT_TRUE(Sample().SerializeToString(&message_bytes));
+  EXPECT_EQ(message, message_bytes);
+  uint64_t recorded = 0;
+  for (int i = 7; i >= 0; --i) {
+    recorded = (recorded << 8) |
+               static_cast<uint8_t>(bytes[bytes.size() - 8 + i]);
+  }
+  EXPECT_EQ(recorded, ChecksumOf(message));
 }
 
 TEST(CheckpointTest, AnotherFormatVersionOrPartialFloatsAreDataLoss) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/checksum.h"
 #include "worker/fingerprint.h"
 
 namespace tern::worker {
@@ -164,7 +165,7 @@ absl::Span<const float> ParamBuffer::ChunkGradients(const Chunk& chunk) const {
 }
 
 uint64_t ParamBuffer::Checksum() const {
-  Fnv1a64 hash;
+  tern::Checksum hash;  // the class, not this method
   for (const torch::Tensor& param : params_) {
     // Parameters on a GPU are hashed from a host copy of their bytes.
     const torch::Tensor host = param.detach().to(torch::kCPU).contiguous();

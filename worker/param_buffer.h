@@ -73,7 +73,7 @@ class ParamBuffer {
   absl::Span<float> ChunkGradients(const Chunk& chunk);
   absl::Span<const float> ChunkGradients(const Chunk& chunk) const;
 
-  // FNV-1a 64 (worker/fingerprint.h) over the raw float32 bytes (the
+  // The checksum (common/checksum.h) of the raw float32 bytes (the
   // machine's byte order, little-endian on every platform tern runs on) of
   // all parameters in named_parameters() order, each tensor in row-major
   // order. Any change of any bit of any parameter changes it with
