@@ -43,6 +43,34 @@ absl::Status FloatAggregation::Add(uint32_t worker, const Payload& push) {
   return absl::OkStatus();
 }
 
+absl::Status FloatAggregation::AddDecoded(uint32_t worker,
+                                          std::vector<float> values) {
+  if (worker >= num_workers_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker %d is out of range: %d workers", worker, num_workers_));
+  }
+  if (added_[worker]) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("worker %d already pushed", worker));
+  }
+  if (values.size() != num_elements_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d decoded values, want %d", values.size(), num_elements_));
+  }
+  added_[worker] = true;
+  ++num_added_;
+  if (worker != next_) {
+    waiting_[worker] = std::move(values);
+    return absl::OkStatus();
+  }
+  AddInOrder(values);
+  while (next_ < num_workers_ && added_[next_]) {
+    std::vector<float> waiting = std::move(waiting_[next_]);
+    AddInOrder(waiting);
+  }
+  return absl::OkStatus();
+}
+
 void FloatAggregation::AddInOrder(absl::Span<const float> values) {
   if (next_ == 0) {
     sum_.assign(values.begin(), values.end());

@@ -35,6 +35,11 @@ class FloatAggregation final : public Aggregation {
                    DecodePush decode_push, EncodePull encode_pull);
 
   absl::Status Add(uint32_t worker, const Payload& push) override;
+  // Adds worker `worker`'s push as values the caller already decoded and
+  // validated (num_elements finite values), so a shard that decoded a push
+  // to check it never decodes it again (core/payload_validation.h). The
+  // same rules as Add otherwise; the result is the same as Add's.
+  absl::Status AddDecoded(uint32_t worker, std::vector<float> values);
   absl::StatusOr<Payload> Finish() override;
 
  private:
