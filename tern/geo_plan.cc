@@ -261,6 +261,32 @@ absl::StatusOr<std::string> DialAddress(bool emulate_wan,
                    " (a DC reaches the GS's region, or its own)"));
 }
 
+std::vector<std::string> ShardArgs(const LaunchOptions& options, uint32_t shard,
+                                   const std::string& port_file) {
+  return {"ps",
+          absl::StrCat("--listen=",
+                       ListenAddress(options.geo.emulate_wan, kGsRegion)),
+          absl::StrCat("--port_file=", port_file),
+          absl::StrCat("--shard_index=", shard),
+          absl::StrCat("--num_shards=", options.shards),
+          absl::StrCat("--num_workers=", options.workers),
+          absl::StrCat("--log_level=", options.job.log_level)};
+}
+
+std::vector<std::string> WorkerArgs(const LaunchOptions& options,
+                                    uint32_t worker,
+                                    const std::vector<std::string>& shards,
+                                    const std::string& metrics_out) {
+  std::vector<std::string> args = {"worker"};
+  const std::vector<std::string> flags = WorkerFlagsOf(options, worker);
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back(absl::StrCat("--ps=", absl::StrJoin(shards, ",")));
+  args.push_back(absl::StrCat("--num_workers=", options.workers));
+  args.push_back(absl::StrCat("--worker_id=", worker));
+  args.push_back(absl::StrCat("--metrics_out=", metrics_out));
+  return args;
+}
+
 std::vector<std::string> GlobalServerArgs(const LaunchOptions& resolved,
                                           const std::string& port_file) {
   const GeoOptions& geo = resolved.geo;

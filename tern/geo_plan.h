@@ -1,5 +1,7 @@
-// `tern launch --geo`: the processes of a geo-distributed run, as plain
-// functions of the options (no processes here; tern/launch.cc starts them).
+// The processes of `tern launch` and their command lines, as plain functions
+// of the options (no processes here; tern/server_startup.cc and
+// tern/launch.cc start them): shards and workers, and with --geo those of a
+// geo-distributed run.
 //
 // K data centers of W workers each, trained one of four ways (DESIGN.md
 // section 4):
@@ -79,6 +81,18 @@ absl::StatusOr<std::string> DialAddress(bool emulate_wan,
                                         absl::string_view listener,
                                         absl::string_view dialer,
                                         uint32_t port);
+
+// argv (without the program) of shard `shard`: listen on a free port
+// (loopback; any interface in the GS's region of an emulated WAN) and
+// report it in `port_file`.
+std::vector<std::string> ShardArgs(const LaunchOptions& options, uint32_t shard,
+                                   const std::string& port_file);
+
+// argv (without the program) of worker `worker`, given the shard addresses.
+std::vector<std::string> WorkerArgs(const LaunchOptions& options,
+                                    uint32_t worker,
+                                    const std::vector<std::string>& shards,
+                                    const std::string& metrics_out);
 
 // argv (without the program) of `tern global` for a gaia/weightgrad run.
 std::vector<std::string> GlobalServerArgs(const LaunchOptions& resolved,

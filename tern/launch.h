@@ -16,6 +16,11 @@
 //   global.log, lps-<d>.log, wan-up.log, wan-down.log
 //   worker-<i>.jsonl   each worker's per-step records (worker/step_metrics.h)
 //   summary.json       the final summary (tern/run_summary.h)
+//
+// The parts, one file each: launch_flags.cc (the flags), console.h (what it
+// prints while running), child_supervisor.h (the children and what their
+// ends mean), server_startup.h (the emulated WAN and the servers),
+// launch_report.h (the summary); launch.cc holds them together.
 #ifndef TERN_TERN_LAUNCH_H_
 #define TERN_TERN_LAUNCH_H_
 
@@ -26,8 +31,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "tern/child_supervisor.h"
+#include "tern/geo_plan.h"
 #include "tern/launch_options.h"
-#include "tern/process_group.h"
 #include "worker/worker_options.h"
 
 namespace tern {
@@ -51,23 +57,9 @@ void AddLaunchFlags(CLI::App* app, LaunchOptions* options);
 // starts. INVALID_ARGUMENT naming the flag.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root);
 
-// argv (without the program) of shard `shard`: listen on a free port
-// (loopback; any interface in the GS's region of an emulated WAN) and
-// report it in `port_file`.
-std::vector<std::string> ShardArgs(const LaunchOptions& options, uint32_t shard,
-                                   const std::string& port_file);
-
-// argv (without the program) of worker `worker`, given the shard addresses.
-std::vector<std::string> WorkerArgs(const LaunchOptions& options,
-                                    uint32_t worker,
-                                    const std::vector<std::string>& shards,
-                                    const std::string& metrics_out);
-
-// The exit code that a child's end gives the launcher (DESIGN section 7,
-// Kubernetes' restart policy): 0 for success, 1 for a configuration error
-// (any code below 128, e.g. 127 when exec failed), the code itself at or
-// above 128, and 128 + signal for a child killed by a signal.
-int ExitCodeFor(const ChildExit& exit);
+// ShardArgs and WorkerArgs (the children's command lines) are in
+// tern/geo_plan.h, ExitCodeFor and kExitStartFailure in
+// tern/child_supervisor.h; this header includes both.
 
 // "runs/20240131-235959Z".
 std::string DefaultOutDir(absl::Time now);
@@ -75,17 +67,10 @@ std::string DefaultOutDir(absl::Time now);
 // Runs the job and returns the process exit code: 0 when every worker
 // finished; the failing child's ExitCodeFor(); 1 for launch's own
 // configuration errors (an output directory it cannot create);
-// kExitStartFailure (below); 128 + signal when interrupted. Call it from the
+// kExitStartFailure; 128 + signal when interrupted. Call it from the
 // main thread before any other thread starts (it takes over SIGINT, SIGTERM and
 // SIGCHLD; see ProcessGroup).
 int RunLaunch(const LaunchOptions& options);
-
-// The job could not be started or kept going for a reason outside the
-// children's own exit codes: a shard that does not serve within
-// --start_timeout_s or ends on its own before the workers, a failed fork or
-// pipe. Transient: the same code as a worker's transient failure
-// (worker/worker_main.h).
-inline constexpr int kExitStartFailure = 128;
 
 }  // namespace tern
 

@@ -1,6 +1,9 @@
 #include "tern/run_summary.h"
 
+#include <string.h>
+
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -220,6 +223,33 @@ TrainingSummary Summarize(
   return summary;
 }
 
+const char* RunStatusName(RunStatus status) {
+  switch (status) {
+    case RunStatus::kOk:
+      return "ok";
+    case RunStatus::kFailed:
+      return "failed";
+    case RunStatus::kInterrupted:
+      return "interrupted";
+  }
+  return "unknown";
+}
+
+void LaunchOutcome::Fail(std::string child, std::string why, int code) {
+  if (!ok()) return;
+  status = RunStatus::kFailed;
+  failed_child = std::move(child);
+  failure = std::move(why);
+  exit_code = code;
+}
+
+void LaunchOutcome::Interrupt(int signal) {
+  if (!ok()) return;
+  status = RunStatus::kInterrupted;
+  failure = absl::StrCat("received ", strsignal(signal));
+  exit_code = 128 + signal;
+}
+
 bool LpsChecksumsAgree(const RunReport& report) {
   if (report.lps_checksums.empty()) return false;
   for (const std::string& checksum : report.lps_checksums) {
@@ -243,7 +273,7 @@ std::string SummaryJson(const LaunchOutcome& outcome,
                                     ", \"exit\": ", JsonString(exit), "}"));
   }
   return JsonObject()
-             .Raw("status", JsonString(outcome.status))
+             .Raw("status", JsonString(RunStatusName(outcome.status)))
              .Raw("exit_code", absl::StrCat(outcome.exit_code))
              .Raw("failed_child", JsonString(outcome.failed_child))
              .Raw("failure", JsonString(outcome.failure))
@@ -296,7 +326,7 @@ std::string SummaryText(const LaunchOutcome& outcome,
                         const TrainingSummary& training,
                         const RunReport& report) {
   std::string text =
-      absl::StrCat("tern launch: ", outcome.status, " (exit ",
+      absl::StrCat("tern launch: ", RunStatusName(outcome.status), " (exit ",
                    outcome.exit_code, "), output in ", outcome.out_dir, "\n");
   if (!outcome.failure.empty()) {
     absl::StrAppend(&text, "  stopped by      ",

@@ -49,10 +49,25 @@ struct TrainingSummary {
 TrainingSummary Summarize(
     const std::vector<std::vector<MetricsRecord>>& per_worker);
 
+// How a launch ended. The first failure or interruption decides it: later
+// ones are its consequences (children stopped because of it).
+enum class RunStatus { kOk, kFailed, kInterrupted };
+
+// "ok", "failed", "interrupted": summary.json's "status".
+const char* RunStatusName(RunStatus status);
+
 // What happened to the processes.
 struct LaunchOutcome {
-  // "ok", "failed" or "interrupted".
-  std::string status = "ok";
+  bool ok() const { return status == RunStatus::kOk; }
+  // Records a failure unless the run has already failed or been
+  // interrupted: `child` ("worker/1", or "launch" for launch's own), `why`
+  // and the exit code the launcher returns.
+  void Fail(std::string child, std::string why, int code);
+  // Records an interruption by `signal` unless the run has already ended
+  // otherwise: exit code 128 + signal.
+  void Interrupt(int signal);
+
+  RunStatus status = RunStatus::kOk;
   int exit_code = 0;
   // The child whose failure stopped the run and why ("worker/1",
   // "exit code 1"), or launch's own reason; empty when ok.

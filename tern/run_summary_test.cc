@@ -102,7 +102,7 @@ TEST(SummarizeTest, NothingReported) {
 
 TEST(SummaryJsonTest, WritesEveryFieldAndEscapes) {
   LaunchOutcome outcome;
-  outcome.status = "failed";
+  outcome.status = RunStatus::kFailed;
   outcome.exit_code = 1;
   outcome.failed_child = "worker/1";
   outcome.failure = "exit code 1";

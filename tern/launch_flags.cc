@@ -1,0 +1,174 @@
+// AddLaunchFlags (tern/launch.h): launch's own flags, every worker flag,
+// and the geo flags, on the `launch` subcommand.
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "tern/launch.h"
+#include "worker/worker_flags.h"
+
+namespace tern {
+namespace {
+
+// --name, also read from TERN_<NAME>, in the help's `group`.
+template <typename T>
+CLI::Option* AddFlag(CLI::App* app, const std::string& name, T* value,
+                     const std::string& help,
+                     const std::string& group = "Launch") {
+  return app->add_option("--" + name, *value, help)
+      ->envname("TERN_" + absl::AsciiStrToUpper(name))
+      ->capture_default_str()
+      ->group(group);
+}
+
+// "--name=value" for each value of each given option, in definition order.
+// Repeating a list flag once per value keeps values with commas intact.
+std::vector<std::string> GivenFlags(const std::vector<CLI::Option*>& flags) {
+  std::vector<std::string> args;
+  for (const CLI::Option* flag : flags) {
+    if (flag->count() == 0) continue;
+    for (const std::string& value : flag->reduced_results()) {
+      args.push_back(absl::StrCat("--", flag->get_single_name(), "=", value));
+    }
+  }
+  return args;
+}
+
+void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
+  AddFlag(app, "shards", &options->shards, "parameter-server shards to start")
+      ->check(CLI::Range(1u, 256u));
+  AddFlag(app, "workers", &options->workers, "workers to start")
+      ->check(CLI::Range(1u, 1024u));
+  AddFlag(app, "out_dir", &options->out_dir,
+          "directory for logs, metrics and summary.json (default: "
+          "runs/<UTC time>)");
+  AddFlag(app, "start_timeout_s", &options->start_timeout_s,
+          "seconds the shards may take to start serving")
+      ->check(CLI::PositiveNumber);
+  AddFlag(app, "stop_timeout_s", &options->stop_timeout_s,
+          "seconds between SIGTERM and SIGKILL when stopping children")
+      ->check(CLI::NonNegativeNumber);
+  AddFlag(app, "progress_every_s", &options->progress_every_s,
+          "seconds between progress lines when stderr is not a terminal (0: "
+          "none)")
+      ->check(CLI::NonNegativeNumber);
+  AddFlag(app, "target_accuracy", &options->target_accuracy,
+          "report when worker 0 first evaluates at or above this test "
+          "accuracy (a fraction; 0: not reported)")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
+// The job's flags are the worker's own definitions (one source of truth);
+// those that launch sets per worker are taken out again. Returns the
+// worker flags that stay.
+std::vector<CLI::Option*> AddJobFlags(CLI::App* app, LaunchOptions* options) {
+  const std::vector<CLI::Option*> before = app->get_options();
+  worker::AddWorkerFlags(app, &options->job);
+  std::vector<CLI::Option*> worker_flags;
+  for (CLI::Option* option : app->get_options()) {
+    if (std::find(before.begin(), before.end(), option) != before.end()) {
+      continue;
+    }
+    const std::string& name = option->get_single_name();
+    if (std::find(std::begin(kLaunchOwnedWorkerFlags),
+                  std::end(kLaunchOwnedWorkerFlags),
+                  name) != std::end(kLaunchOwnedWorkerFlags)) {
+      app->remove_option(option);
+    } else {
+      worker_flags.push_back(option);
+    }
+  }
+  return worker_flags;
+}
+
+// Takes --name away from the worker flags (and the app): the geo flag of
+// that name replaces it.
+void TakeOver(CLI::App* app, const std::string& name,
+              std::vector<CLI::Option*>* worker_flags) {
+  if (CLI::Option* taken = app->get_option_no_throw("--" + name)) {
+    worker_flags->erase(
+        std::remove(worker_flags->begin(), worker_flags->end(), taken),
+        worker_flags->end());
+    app->remove_option(taken);
+  }
+}
+
+// The geo flags (tern/geo_plan.h). Registered after the worker's, so that
+// a worker flag of the same name (the LPS's --sync_every, say, should the
+// worker ever take it) is launch's: the mode decides it for every process.
+void AddGeoFlags(CLI::App* app, GeoOptions* geo,
+                 std::vector<CLI::Option*>* worker_flags) {
+  auto geo_flag = [&](const std::string& name, auto* value,
+                      const std::string& help) {
+    TakeOver(app, name, worker_flags);
+    return AddFlag(app, name, value, help, "Geo");
+  };
+  geo_flag("geo", &geo->mode,
+           "a geo-distributed run of --datacenters x --workers_per_dc "
+           "workers: baseline (fp32 shards in the GS's region for all), "
+           "terngrad (the same, ternary), gaia or weightgrad (tern global + "
+           "one LPS per data center); empty: a plain local cluster")
+      ->check(
+          CLI::IsMember({"", "baseline", "terngrad", "gaia", "weightgrad"}));
+  geo_flag("datacenters", &geo->datacenters, "--geo: data centers (K)")
+      ->check(CLI::Range(1u, 256u));
+  geo_flag("workers_per_dc", &geo->workers_per_dc,
+           "--geo: workers in each data center (W)")
+      ->check(CLI::Range(1u, 1024u));
+  geo_flag("sync_every", &geo->sync_every,
+           "--geo=gaia|weightgrad: local steps per global round (0: the "
+           "LPS's default)");
+  geo_flag("weight_codec", &geo->weight_codec,
+           "--geo=weightgrad: how the LPS sends weights to its workers: "
+           "ternary, int8 or fp32 (empty: the LPS's default; gaia: fp32)")
+      ->check(CLI::IsMember({"", "ternary", "int8", "fp32"}));
+  geo_flag("t_global_s", &geo->t_global_s,
+           "--geo=gaia|weightgrad: the GS's T_global in seconds (0: its "
+           "default)")
+      ->check(CLI::NonNegativeNumber);
+  geo_flag("max_lag", &geo->max_lag,
+           "--geo=gaia|weightgrad: the GS's --max_lag (-1: its default)")
+      ->check(CLI::Range(-1, 1000));
+  TakeOver(app, "emulate_wan", worker_flags);
+  app->add_flag("--emulate_wan", geo->emulate_wan,
+                "--geo: run each region in a network namespace of "
+                "deploy/wan/tern-wan, joined by shaped WAN links (root "
+                "only); tern-wan down always runs at the end")
+      ->envname("TERN_EMULATE_WAN")
+      ->group("Geo");
+  geo_flag("wan_mbit", &geo->wan_mbit,
+           "--emulate_wan: rate of each WAN link and direction, mbit/s, in "
+           "[1, 10000] (0: tern-wan's default, 100 = LAN / 10)")
+      ->check(CLI::Range(0.0, 10000.0));
+  geo_flag("wan_script", &geo->wan_script,
+           "--emulate_wan: the tern-wan script (default: found in tern's "
+           "runfiles, beside bazel-out, or ./deploy/wan/tern-wan)");
+  geo_flag("wan_prefix", &geo->wan_prefix,
+           "--emulate_wan: tern-wan's namespace prefix (runs at the same "
+           "time need different ones)");
+}
+
+}  // namespace
+
+void AddLaunchFlags(CLI::App* app, LaunchOptions* options) {
+  AddClusterFlags(app, options);
+  std::vector<CLI::Option*> worker_flags = AddJobFlags(app, options);
+  AddGeoFlags(app, &options->geo, &worker_flags);
+  app->callback([app, options, worker_flags] {
+    options->worker_args = GivenFlags(worker_flags);
+    options->given_flags.clear();
+    for (const CLI::Option* option : app->get_options()) {
+      if (option->count() == 0 ||
+          std::find(worker_flags.begin(), worker_flags.end(), option) !=
+              worker_flags.end()) {
+        continue;
+      }
+      options->given_flags.push_back(option->get_single_name());
+    }
+  });
+}
+
+}  // namespace tern

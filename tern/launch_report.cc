@@ -1,0 +1,144 @@
+#include "tern/launch_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tern/geo_report.h"
+#include "tern/metrics_file.h"
+
+namespace tern {
+namespace {
+
+std::vector<std::vector<MetricsRecord>> ReadWorkerRecords(
+    const LaunchContext& run) {
+  std::vector<std::vector<MetricsRecord>> records(run.options->workers);
+  for (uint32_t w = 0; w < run.options->workers; ++w) {
+    MetricsTail tail(absl::StrCat(run.out_dir, "/worker-", w, ".jsonl"));
+    records[w] = tail.ReadNew();
+  }
+  return records;
+}
+
+// gaia/weightgrad: the LPSs' checksums and what crossed their WAN links.
+void MeasureLpsRun(const LaunchContext& run, RunReport* report) {
+  const uint32_t datacenters = run.options->geo.datacenters;
+  for (uint32_t d = 0; d < datacenters; ++d) {
+    report->lps_checksums.push_back(LastLpsChecksum(
+        ReadLogLines(run.children->LogOf(absl::StrCat("lps/", d)))));
+  }
+  // The LPSs' own counts first: each is what one data center's link
+  // carried.
+  WanBytes lps_total;
+  uint32_t lps_counted = 0;
+  bool lps_complete = true;
+  for (uint32_t d = 0; d < datacenters; ++d) {
+    if (std::optional<LpsWanBytes> bytes = LpsLogWanBytes(
+            ReadLogLines(run.children->LogOf(absl::StrCat("lps/", d))))) {
+      lps_total.up += bytes->bytes.up;
+      lps_total.down += bytes->bytes.down;
+      lps_complete = lps_complete && bytes->complete;
+      ++lps_counted;
+    }
+  }
+  if (lps_counted == datacenters) {
+    report->wan_bytes_up = lps_total.up;
+    report->wan_bytes_down = lps_total.down;
+    report->wan_bytes_source =
+        lps_complete ? "update and answer payloads from the LPSs' final lines"
+                     : "update and answer payloads summed from the LPSs' round "
+                       "lines (not every LPS finished its final round)";
+  } else if (std::optional<WanBytes> bytes = GlobalServerWanBytes(
+                 ReadLogLines(run.children->LogOf("global")), datacenters)) {
+    report->wan_bytes_up = bytes->up;
+    report->wan_bytes_down = bytes->down;
+    report->wan_bytes_source =
+        "update and answer payloads from the global server's log (an "
+        "LPS log had no byte counts); down = data centers x one answer "
+        "per round";
+  } else {
+    report->wan_bytes_source =
+        "neither the LPSs' logs nor the global server's have byte counts";
+  }
+}
+
+}  // namespace
+
+RunReport MeasureRun(const LaunchContext& run, const JobTimes& times,
+                     TrainingSummary* training) {
+  const LaunchOptions& options = *run.options;
+  const std::vector<std::vector<MetricsRecord>> records =
+      ReadWorkerRecords(run);
+  *training = Summarize(records);
+  RunReport report;
+  report.target_accuracy = options.target_accuracy;
+  if (options.target_accuracy > 0) {
+    if (std::optional<TargetReached> reached =
+            TimeToTarget(records.front(), options.target_accuracy)) {
+      report.time_to_target_s = reached->wall_s;
+      report.step_to_target = reached->step;
+    }
+  }
+  report.job_wall_s = absl::ToDoubleSeconds(times.job_end - times.job_start);
+  if (!run.geo()) return report;
+  report.geo_mode = options.geo.mode;
+  report.datacenters = options.geo.datacenters;
+  report.workers_per_dc = options.geo.workers_per_dc;
+  report.emulate_wan = run.wan();
+  report.wan_mbit = options.geo.wan_mbit;
+  report.lps_mode = UsesLps(run.mode);
+  if (UsesLps(run.mode)) {
+    MeasureLpsRun(run, &report);
+  } else {
+    const WanBytes bytes = WorkerWanBytes(records);
+    report.wan_bytes_up = bytes.up;
+    report.wan_bytes_down = bytes.down;
+    report.wan_bytes_source =
+        "the workers' push and pull messages, all to shards in the GS's "
+        "region";
+  }
+  return report;
+}
+
+void CheckReplicas(const LaunchContext& run, const TrainingSummary& training,
+                   const RunReport& report) {
+  if (!UsesLps(run.mode) && !training.checksums_agree) {
+    // Every worker exited 0, yet the replicas are not proven identical.
+    run.outcome->Fail(
+        "", "the workers' final param_checksum values differ or are missing",
+        1);
+  }
+  if (UsesLps(run.mode) &&
+      std::all_of(report.lps_checksums.begin(), report.lps_checksums.end(),
+                  [](const std::string& c) { return !c.empty(); }) &&
+      !LpsChecksumsAgree(report)) {
+    // Every data center must end on the same model (the final round).
+    run.outcome->Fail("", "the LPSs' final parameter checksums differ", 1);
+  }
+}
+
+int FinishRun(const LaunchContext& run, const JobTimes& times) {
+  LaunchOutcome& outcome = *run.outcome;
+  outcome.children = run.children->Ends();
+  TrainingSummary training;
+  const RunReport report = MeasureRun(run, times, &training);
+  CheckReplicas(run, training, report);
+  outcome.wall_s = absl::ToDoubleSeconds(absl::Now() - times.launch_start);
+  const std::string summary_path = absl::StrCat(run.out_dir, "/summary.json");
+  std::ofstream summary_file(summary_path);
+  summary_file << SummaryJson(outcome, training, report);
+  summary_file.close();
+  if (!summary_file) {
+    run.console->Note(absl::StrCat("warning: could not write ", summary_path));
+  }
+  std::fputs(SummaryText(outcome, training, report).c_str(), stdout);
+  std::fflush(stdout);
+  return outcome.exit_code;
+}
+
+}  // namespace tern
