@@ -6,18 +6,23 @@
 // Per step t the shard runs two barriers over the N workers:
 //   ShareScalers(t): each worker sends its local scalers s_ik of the shard's
 //     TernGrad chunks; once all N have sent, every caller gets
-//     s_k = max_i s_ik.
+//     s_k = max_i s_ik (server/scaler_barrier.h).
 //   PushPull(t): each worker pushes every chunk of the shard, encoded; the
 //     shard adds them (Aggregation::Add); once all N have pushed, every
 //     caller gets Aggregation::Finish() of each chunk and the shard moves on
-//     to step t + 1. Codecs that are not Summable() decode, average and
-//     re-encode (kernels/float_aggregation.h); for those with
-//     UsesErrorFeedback() the shard keeps one residual per chunk across
+//     to step t + 1 (server/push_pull.h). Codecs that are not Summable()
+//     decode, average and re-encode (kernels/float_aggregation.h); for those
+//     with UsesErrorFeedback() the shard keeps one residual per chunk across
 //     steps, which Finish() updates once per step.
 // Before step 0, Join is a barrier too: a worker's Join is answered once all
 // N workers have joined (later joins, e.g. of a restarted worker, at once),
-// so workers start step 0 together and a slow starter is covered by the
-// workers' join timeout, not by a barrier timeout.
+// so workers start step 0 together. The first join fixes the run
+// (server/shard_run.h); later ones must match it (server/run_config_check.h).
+//
+// The mechanics are the server core's (core/README.md): answers go through a
+// core::Deferred, arrivals are core::ArrivalSets, retries and stale or future
+// steps follow core::Admit, and every pending call -- a join included --
+// expires by the core's one rule: barrier_timeout after its arrival.
 //
 // Callbacks: each asynchronous method calls its `done` exactly once, either
 // before it returns (an error, a cached answer, or the call completed the
@@ -46,10 +51,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "core/admission.h"
+#include "core/barrier.h"
+#include "core/deferred.h"
+#include "core/limits.h"
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
 #include "kernels/codec_registry.h"
 #include "server/messages.h"
+#include "server/push_pull.h"
+#include "server/scaler_barrier.h"
+#include "server/shard_run.h"
 
 namespace tern::server {
 
@@ -58,7 +70,8 @@ struct AggregatorOptions {
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;
   // How long a pending barrier call (Join, ShareScalers, PushPull) waits
-  // for the last worker before it is answered DEADLINE_EXCEEDED.
+  // for the last worker before it is answered DEADLINE_EXCEEDED (the core's
+  // expiry rule, core/barrier.h).
   absl::Duration barrier_timeout = absl::Seconds(50);
   // How long after its creation the shard waits for all N workers to join;
   // ExpireWaits reports it.
@@ -78,19 +91,11 @@ struct AggregatorOptions {
 };
 
 template <typename T>
-using Callback = std::function<void(absl::StatusOr<T>)>;
+using Callback = core::Callback<T>;
 
-// Answers are shared by every worker that waited for them and kept for a
-// retry of the just-completed step.
-using ScalerAnswer = std::shared_ptr<const ScalerReply>;
-using PushAnswer = std::shared_ptr<const PushReply>;
-
-// Bytes a message of `num_chunks` chunks of `num_elements` elements in all
-// needs at most in fp32: 4 bytes per element, 128 bytes of framing per chunk
-// (key, codec, layout, version, counts, scalers, length prefixes) and 1 MiB
-// of slack: the bound the workers size their channels with
-// (worker/ps_client.h, MessageBytesBound).
-uint64_t Fp32MessageBytes(uint64_t num_elements, uint64_t num_chunks);
+// The message-size bound (core/limits.h), under the name the LPS and the
+// tests know.
+using core::Fp32MessageBytes;
 
 class Aggregator {
  public:
@@ -144,51 +149,40 @@ class Aggregator {
   absl::Status run_status() const;
 
  private:
-  struct ShardChunk;
-  template <typename T>
-  struct Waiter {
-    uint32_t worker = 0;
-    absl::Time deadline;
-    Callback<T> done;
-  };
-  enum class PushState { kNone, kAdding, kAdded };
-  // Callbacks collected under the lock and run after it is released.
-  class Deferred;
-
   Aggregator(AggregatorOptions options, Logger logger);
 
+  ShardLimits Limits() const;
+  // The deadline of a call arriving now.
+  absl::Time Deadline() const {
+    return core::WaitDeadline(options_.clock(), options_.barrier_timeout);
+  }
   // The error for calls of `worker` while the shard cannot serve them
   // (closed, failed, not configured, unknown or not joined worker).
   absl::Status CheckWorker(uint32_t worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FAILED_PRECONDITION unless `step` is the open step.
-  absl::Status CheckStep(uint64_t step) const
+  // Fixes the run from the first joiner, or compares a later one with it.
+  absl::Status AdmitJoin(const JoinRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckJoinOptions(const JoinRequest& request) const;
-  // Builds the shard's chunks from the first joiner.
-  absl::Status Configure(const JoinRequest& request)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CompareWithFirst(const JoinRequest& request) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Validates a push outside the lock: codec, layout, count, summands,
-  // version, scalers, the bytes (Codec::Decode), NaN/Inf.
-  absl::Status ValidatePush(const PushRequest& request,
-                            const std::vector<ShardChunk*>& chunks,
-                            const std::vector<float>& shared_scalers) const;
+  // Phase 1 of PushPull: whether the push is admitted, and its chunks. A
+  // null result with OK means `done` was taken (a cached answer or a
+  // duplicate that waits).
+  absl::StatusOr<std::unique_ptr<MatchedPush>> AdmitPush(
+      const PushRequest& request, Callback<PushAnswer>& done,
+      core::Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // All N pushed step_: finishes every chunk, answers the waiters, opens
   // step_ + 1.
-  void CompleteStep(Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteStep(core::Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the run failed and answers every waiter with `status`.
-  void FailRun(absl::Status status, Deferred* deferred)
+  void FailRun(absl::Status status, core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerAll(const absl::Status& status, Deferred* deferred)
+  void AnswerAll(const absl::Status& status, core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // By worker: whether it has pushed the open step.
-  std::vector<bool> Pushed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AggregatorOptions options_;
   const Logger logger_;
   const absl::Time created_;
+  const core::StepNames names_;
 
   mutable absl::Mutex mu_;
   // Not OK after Close: every call gets it.
@@ -196,43 +190,16 @@ class Aggregator {
   // Not OK once the run failed: every call gets it.
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
 
-  // Fixed by the first successful join.
-  bool configured_ ABSL_GUARDED_BY(mu_) = false;
-  uint32_t first_worker_ ABSL_GUARDED_BY(mu_) = 0;
-  RunConfig config_ ABSL_GUARDED_BY(mu_);
-  std::vector<TensorSpec> tensors_ ABSL_GUARDED_BY(mu_);
-  uint64_t spec_hash_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t initial_checksum_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unique_ptr<kernels::Codec> run_codec_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<kernels::Codec> fp32_codec_ ABSL_GUARDED_BY(mu_);
-  // The shard's chunks in key order. Built once by Configure and never
-  // changed after, so their addresses stay valid while the aggregator lives.
-  std::vector<std::unique_ptr<ShardChunk>> chunks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, ShardChunk*> chunk_by_key_ ABSL_GUARDED_BY(mu_);
-  // The TernGrad chunks (those whose scalers are shared), in key order.
-  std::vector<ShardChunk*> scaler_chunks_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint32_t> chunk_keys_ ABSL_GUARDED_BY(mu_);
+  // Fixed by the first successful join; null before.
+  std::unique_ptr<ShardRun> run_ ABSL_GUARDED_BY(mu_);
 
-  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
-  uint32_t num_joined_ ABSL_GUARDED_BY(mu_) = 0;
+  core::ArrivalSet joined_ ABSL_GUARDED_BY(mu_);
   bool all_joined_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Waiter<JoinReply>> join_waiters_ ABSL_GUARDED_BY(mu_);
+  core::WaiterList<JoinReply> join_waiters_ ABSL_GUARDED_BY(mu_);
 
   uint64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-
-  // Scaler sharing of step_.
-  std::vector<bool> scalers_sent_ ABSL_GUARDED_BY(mu_);
-  uint32_t num_scalers_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<float> max_scalers_ ABSL_GUARDED_BY(mu_);  // by scaler slot
-  ScalerAnswer scalers_ ABSL_GUARDED_BY(mu_);            // once all sent
-  ScalerAnswer previous_scalers_ ABSL_GUARDED_BY(mu_);   // of step_ - 1
-  std::vector<Waiter<ScalerAnswer>> scaler_waiters_ ABSL_GUARDED_BY(mu_);
-
-  // Pushes of step_.
-  std::vector<PushState> push_state_ ABSL_GUARDED_BY(mu_);
-  uint32_t num_pushed_ ABSL_GUARDED_BY(mu_) = 0;
-  PushAnswer previous_answer_ ABSL_GUARDED_BY(mu_);  // of step_ - 1
-  std::vector<Waiter<PushAnswer>> push_waiters_ ABSL_GUARDED_BY(mu_);
+  ScalerBarrier scalers_ ABSL_GUARDED_BY(mu_);
+  PushBarrier pushes_ ABSL_GUARDED_BY(mu_);
 
   // CheckParams: step -> (first worker, its checksum), the latest few steps.
   std::map<uint64_t, std::pair<uint32_t, uint64_t>> checks_
