@@ -5,60 +5,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "common/status_macros.h"
+#include "core/wire.h"
 #include "global/messages.h"
 #include "kernels/payload.h"
 
 namespace tern::global {
 namespace {
 
-// The highest enum numbers the kernels know (kernels/payload.h).
-constexpr uint32_t kMaxCodec = static_cast<uint32_t>(kernels::CodecId::kInt8);
-constexpr uint32_t kMaxLayout =
-    static_cast<uint32_t>(kernels::Layout::kQsgdLevels);
-
-absl::StatusOr<kernels::CodecId> CodecFromWire(int value) {
-  if (value < 0 || static_cast<uint32_t>(value) > kMaxCodec) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown codec ", value));
-  }
-  return static_cast<kernels::CodecId>(value);
-}
-
-absl::StatusOr<kernels::Layout> LayoutFromWire(int value) {
-  if (value < 0 || static_cast<uint32_t>(value) > kMaxLayout) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown layout ", value));
-  }
-  return static_cast<kernels::Layout>(value);
-}
-
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(),
                       absl::StrCat(prefix, ": ", status.message()));
-}
-
-// The payload's bytes are copied: the request stays intact.
-absl::StatusOr<kernels::Payload> PayloadFromWire(
-    const tern::v1::Payload& wire) {
-  kernels::Payload payload;
-  TERN_ASSIGN_OR_RETURN(payload.codec, CodecFromWire(wire.codec()));
-  TERN_ASSIGN_OR_RETURN(payload.layout, LayoutFromWire(wire.layout()));
-  payload.format_version = wire.format_version();
-  payload.num_elements = wire.num_elements();
-  payload.num_summands = wire.num_summands();
-  payload.scalers.assign(wire.scalers().begin(), wire.scalers().end());
-  payload.data = wire.data();
-  return payload;
-}
-
-void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
-  out->set_codec(static_cast<tern::v1::Codec>(payload.codec));
-  out->set_layout(static_cast<tern::v1::Layout>(payload.layout));
-  out->set_format_version(payload.format_version);
-  out->set_num_elements(payload.num_elements);
-  out->set_num_summands(payload.num_summands);
-  out->mutable_scalers()->Assign(payload.scalers.begin(),
-                                 payload.scalers.end());
-  out->set_data(payload.data);
 }
 
 absl::StatusOr<RegisterRequest> RegisterFromWire(
@@ -72,10 +28,12 @@ absl::StatusOr<RegisterRequest> RegisterFromWire(
                                 wire.chunk_elements().end());
   const std::string prefix =
       absl::StrCat("registration of data center ", wire.datacenter());
-  absl::StatusOr<kernels::CodecId> codec = CodecFromWire(wire.update_codec());
+  absl::StatusOr<kernels::CodecId> codec =
+      core::CodecFromWire(wire.update_codec());
   if (!codec.ok()) return Prefixed(codec.status(), prefix);
   request.update_codec = *codec;
-  absl::StatusOr<kernels::Layout> layout = LayoutFromWire(wire.update_layout());
+  absl::StatusOr<kernels::Layout> layout =
+      core::LayoutFromWire(wire.update_layout());
   if (!layout.ok()) return Prefixed(layout.status(), prefix);
   request.update_layout = *layout;
   request.fp32_chunk_keys.assign(wire.fp32_chunk_keys().begin(),
@@ -90,7 +48,8 @@ absl::StatusOr<SyncRequest> SyncFromWire(
   request.round = wire.round();
   request.updates.reserve(wire.updates_size());
   for (const tern::v1::ChunkPayload& chunk : wire.updates()) {
-    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    absl::StatusOr<kernels::Payload> payload =
+        core::PayloadFromWire(chunk.payload());
     if (!payload.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("round ", wire.round(), ": chunk ", chunk.chunk_key(),
@@ -108,7 +67,7 @@ void AnswerToWire(const RoundAnswer& answer, tern::v1::SyncRoundResponse* out) {
   for (const ChunkPayload& chunk : answer.average) {
     tern::v1::ChunkPayload* wire = out->add_average();
     wire->set_chunk_key(chunk.chunk_key);
-    PayloadToWire(chunk.payload, wire->mutable_payload());
+    core::PayloadToWire(chunk.payload, wire->mutable_payload());
   }
   out->mutable_lagging()->Assign(answer.lagging.begin(), answer.lagging.end());
   for (const Contribution& contribution : answer.contributions) {

@@ -7,28 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "core/wire.h"
 
 namespace tern::server {
 namespace {
-
-// The highest enum numbers the kernels know (kernels/payload.h).
-constexpr uint32_t kMaxCodec = static_cast<uint32_t>(kernels::CodecId::kInt8);
-constexpr uint32_t kMaxLayout =
-    static_cast<uint32_t>(kernels::Layout::kQsgdLevels);
-
-absl::StatusOr<kernels::CodecId> CodecFromWire(int value) {
-  if (value < 0 || static_cast<uint32_t>(value) > kMaxCodec) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown codec ", value));
-  }
-  return static_cast<kernels::CodecId>(value);
-}
-
-absl::StatusOr<kernels::Layout> LayoutFromWire(int value) {
-  if (value < 0 || static_cast<uint32_t>(value) > kMaxLayout) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown layout ", value));
-  }
-  return static_cast<kernels::Layout>(value);
-}
 
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(),
@@ -58,9 +40,11 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   config.num_shards = wire.num_shards();
   config.partition_bytes = wire.partition_bytes();
   config.seed = wire.seed();
-  TERN_ASSIGN_OR_RETURN(config.codec, CodecFromWire(wire.codec()));
-  TERN_ASSIGN_OR_RETURN(config.push_layout, LayoutFromWire(wire.push_layout()));
-  TERN_ASSIGN_OR_RETURN(config.pull_layout, LayoutFromWire(wire.pull_layout()));
+  TERN_ASSIGN_OR_RETURN(config.codec, core::CodecFromWire(wire.codec()));
+  TERN_ASSIGN_OR_RETURN(config.push_layout,
+                        core::LayoutFromWire(wire.push_layout()));
+  TERN_ASSIGN_OR_RETURN(config.pull_layout,
+                        core::LayoutFromWire(wire.pull_layout()));
   config.clip = wire.clip();
   config.fp32_chunk_keys.assign(wire.fp32_chunk_keys().begin(),
                                 wire.fp32_chunk_keys().end());
@@ -139,30 +123,6 @@ void CodecParamsToWire(const CodecParams& params, tern::v1::CodecParams* out) {
   out->set_drop_quantize(params.drop_quantize);
   out->set_qsgd_levels(params.qsgd_levels);
   out->set_qsgd_bucket(params.qsgd_bucket);
-}
-
-absl::StatusOr<kernels::Payload> PayloadFromWire(
-    const tern::v1::Payload& wire) {
-  kernels::Payload payload;
-  TERN_ASSIGN_OR_RETURN(payload.codec, CodecFromWire(wire.codec()));
-  TERN_ASSIGN_OR_RETURN(payload.layout, LayoutFromWire(wire.layout()));
-  payload.format_version = wire.format_version();
-  payload.num_elements = wire.num_elements();
-  payload.num_summands = wire.num_summands();
-  payload.scalers.assign(wire.scalers().begin(), wire.scalers().end());
-  payload.data = wire.data();
-  return payload;
-}
-
-void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
-  out->set_codec(static_cast<tern::v1::Codec>(payload.codec));
-  out->set_layout(static_cast<tern::v1::Layout>(payload.layout));
-  out->set_format_version(payload.format_version);
-  out->set_num_elements(payload.num_elements);
-  out->set_num_summands(payload.num_summands);
-  out->mutable_scalers()->Assign(payload.scalers.begin(),
-                                 payload.scalers.end());
-  out->set_data(payload.data);
 }
 
 absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire) {

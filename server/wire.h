@@ -7,6 +7,7 @@
 #define TERN_SERVER_WIRE_H_
 
 #include "absl/status/statusor.h"
+#include "core/wire.h"
 #include "kernels/payload.h"
 #include "server/messages.h"
 #include "tern/v1/parameter_server.pb.h"
@@ -29,9 +30,10 @@ absl::StatusOr<CodecParams> CodecParamsFromWire(
 // Writes every field, defaults included.
 void CodecParamsToWire(const CodecParams& params, tern::v1::CodecParams* out);
 
-// The payload's bytes are copied: the request stays intact.
-absl::StatusOr<kernels::Payload> PayloadFromWire(const tern::v1::Payload& wire);
-void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out);
+// Payloads convert in core/wire.h, the same for every role; the shard's
+// and the LPS's code (gs_link, the tests) name them as their own.
+using core::PayloadFromWire;
+using core::PayloadToWire;
 
 absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire);
 ScalerRequest ScalersFromWire(const tern::v1::ShareScalersRequest& wire);

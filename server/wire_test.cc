@@ -27,21 +27,6 @@ tern::v1::Payload WirePayload() {
   return wire;
 }
 
-TEST(WireTest, PayloadsKeepEveryFieldBothWays) {
-  const absl::StatusOr<kernels::Payload> payload =
-      PayloadFromWire(WirePayload());
-  ASSERT_TRUE(payload.ok()) << payload.status();
-  EXPECT_EQ(payload->codec, kernels::CodecId::kTernGrad);
-  EXPECT_EQ(payload->layout, kernels::Layout::kTernaryBase3);
-  EXPECT_EQ(payload->num_elements, 7u);
-  EXPECT_THAT(payload->scalers, ElementsAre(0.25f));
-  EXPECT_EQ(payload->data, std::string("\x01\x02\x00", 3));
-
-  tern::v1::Payload back;
-  PayloadToWire(*payload, &back);
-  EXPECT_EQ(back.SerializeAsString(), WirePayload().SerializeAsString());
-}
-
 TEST(WireTest, UnknownEnumNumbersAreRefusedNamingTheChunk) {
   tern::v1::PushPullRequest push;
   push.set_worker_id(2);

@@ -10,13 +10,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "core/wire.h"
 #include "kernels/codec_registry.h"
 #include "kernels/sparse_select.h"
 #include "kernels/terngrad.h"
 #include "worker/checkpoint.h"
 #include "worker/codec_config.h"
 #include "worker/fingerprint.h"
-#include "worker/wire_payload.h"
 #include "worker/worker_flags.h"
 
 namespace tern::worker {
@@ -296,7 +296,9 @@ JoinRequest Trainer::MakeJoinRequest() const {
         wire->set_chunk_key(chunk.key);
         // fp32 encoding of finite or not values cannot fail; the LPS
         // refuses non-finite weights.
-        if (payload.ok()) ToWire(*std::move(payload), wire->mutable_payload());
+        if (payload.ok()) {
+          core::PayloadToWire(*std::move(payload), wire->mutable_payload());
+        }
       }
     }
   }
@@ -601,8 +603,8 @@ absl::Status Trainer::LpsStep(PsClient& client, uint64_t step,
     }
     tern::v1::ChunkPayload* wire = push.add_chunks();
     wire->set_chunk_key(chunk.key);
-    ToWire(*std::move(payload), wire->mutable_payload());
-    rec->push_bytes += PayloadBytes(wire->payload());
+    core::PayloadToWire(*std::move(payload), wire->mutable_payload());
+    rec->push_bytes += core::PayloadBytes(wire->payload());
   }
   rec->push_msg_bytes += push.ByteSizeLong();
   rec->encode_s = SecondsSince(phase);
@@ -635,8 +637,9 @@ absl::Status Trainer::LpsStep(PsClient& client, uint64_t step,
       return lps_error(absl::StrCat("chunk ", key, " where chunk ", i,
                                     " belongs (key order, each once)"));
     }
-    rec->pull_bytes += PayloadBytes(wire.payload());
-    absl::StatusOr<kernels::Payload> payload = FromWire(wire.payload());
+    rec->pull_bytes += core::PayloadBytes(wire.payload());
+    absl::StatusOr<kernels::Payload> payload =
+        core::PayloadFromWire(wire.payload());
     absl::Status decoded = payload.status();
     if (decoded.ok()) {
       const auto codec = codecs_.weights.find(payload->codec);
@@ -810,8 +813,8 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
       }
       tern::v1::ChunkPayload* wire = pushes[shard].request.add_chunks();
       wire->set_chunk_key(key);
-      ToWire(*std::move(payload), wire->mutable_payload());
-      rec->push_bytes += PayloadBytes(wire->payload());
+      core::PayloadToWire(*std::move(payload), wire->mutable_payload());
+      rec->push_bytes += core::PayloadBytes(wire->payload());
     }
     rec->push_msg_bytes += pushes[shard].request.ByteSizeLong();
   }
@@ -849,8 +852,9 @@ absl::Status Trainer::Step(PsClient& client, uint64_t step, StepRecord* rec) {
             absl::StrCat("chunk ", key, " is not this shard's or repeated"));
       }
       seen[key] = true;
-      rec->pull_bytes += PayloadBytes(wire.payload());
-      absl::StatusOr<kernels::Payload> payload = FromWire(wire.payload());
+      rec->pull_bytes += core::PayloadBytes(wire.payload());
+      absl::StatusOr<kernels::Payload> payload =
+          core::PayloadFromWire(wire.payload());
       absl::Status decoded = payload.status();
       if (decoded.ok()) {
         decoded =

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "core/wire.h"
 #include "grpc/grpc.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -25,7 +26,6 @@
 #include "kernels/terngrad.h"
 #include "worker/device_encoder.h"
 #include "worker/in_process_shard.h"
-#include "worker/wire_payload.h"
 
 namespace tern::worker {
 namespace {
@@ -133,7 +133,7 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
             Pushed{chunk.payload().codec(), chunk.payload().num_elements(),
                    chunk.payload().data().size()};
       }
-      auto payload = FromWire(chunk.payload());
+      auto payload = core::PayloadFromWire(chunk.payload());
       if (!payload.ok()) return Error(payload.status());
       auto& aggregation = round.aggregations[chunk.chunk_key()];
       if (aggregation == nullptr) {
@@ -151,7 +151,7 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
         if (!sum.ok()) return Error(sum.status());
         auto* out = round.answer.add_chunks();
         out->set_chunk_key(key);
-        ToWire(*std::move(sum), out->mutable_payload());
+        core::PayloadToWire(*std::move(sum), out->mutable_payload());
       }
     }
     if (!Await(&round.arrived)) return Timeout();
