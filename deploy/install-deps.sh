@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   # Build: Bazel 4.2.3 and the rules it loads offline.
   bazel-bootstrap bazel-platforms bazel-skylib
-  g++ clang-14 libclang-rt-14-dev
+  g++ clang-14 libclang-rt-14-dev lld-14
   # Libraries tern links against.
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libspdlog-dev libfmt-dev libtorch-dev libcli11-dev
