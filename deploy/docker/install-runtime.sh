@@ -15,8 +15,12 @@ torch=${1:-cpu}
 packages=(
   # gRPC, Protocol Buffers, Abseil, spdlog/fmt (Debian 12's sonames).
   libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9
+  # XXH3, the parameter checksum (common/checksum).
+  libxxhash0
   # libtorch's own dependencies that are not pulled in with it.
-  libopenblas0-pthread libgomp1
+  libopenblas0-pthread libgomp1 libatomic1
+  # Google Benchmark, for `tern bench`.
+  libbenchmark1debian
   # Data for `--dataset fashion-mnist` (its default --data_dir).
   dataset-fashion-mnist
   # tc, for tern-shape (deploy/compose/geo.yaml); ca-certificates for TLS.
