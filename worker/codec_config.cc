@@ -29,13 +29,16 @@ bool IsFraction(float value) { return value > 0 && value < 1; }
 
 }  // namespace
 
+bool IsGradientCodec(kernels::CodecId id) {
+  for (const kernels::CodecId gradient : kGradientCodecs) {
+    if (id == gradient) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<kernels::CodecId> ParseGradientCodec(absl::string_view name) {
   absl::StatusOr<kernels::CodecId> id = kernels::ParseCodecName(name);
-  if (id.ok()) {
-    for (const kernels::CodecId gradient : kGradientCodecs) {
-      if (*id == gradient) return id;
-    }
-  }
+  if (id.ok() && IsGradientCodec(*id)) return id;
   return absl::InvalidArgumentError(
       absl::StrCat("--codec: '", name,
                    "' is not a gradient codec; known: ", GradientCodecNames()));
@@ -51,8 +54,11 @@ std::string GradientCodecNames() {
 
 absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
     const WorkerOptions& o) {
-  absl::StatusOr<kernels::CodecId> id = ParseGradientCodec(o.codec);
-  if (!id.ok()) return id.status();
+  if (!IsGradientCodec(o.codec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--codec: ", kernels::CodecName(o.codec),
+        " is not a gradient codec; known: ", GradientCodecNames()));
+  }
   if (!(o.clip >= 0) || !std::isfinite(o.clip)) {
     return OutOfRange("clip", o.clip, "a finite number >= 0");
   }
@@ -85,9 +91,9 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
   }
 
   kernels::CodecOptions options;
-  options.id = *id;
+  options.id = o.codec;
   options.clip = static_cast<float>(o.clip);
-  switch (*id) {
+  switch (o.codec) {
     case kernels::CodecId::kTernGrad:
       // TernGrad pushes ternaries (2 bits, or base 3 at 1.6 bits) and pulls
       // sums of N ternaries (ceil(log2(2N+1)) bits, or radix 2N+1 in 64-bit

@@ -26,8 +26,11 @@ inline constexpr uint32_t kMaxQsgdLevels = 127;
 absl::StatusOr<kernels::CodecId> ParseGradientCodec(absl::string_view name);
 // "fp32, fp16, terngrad, onebit, ...": the names ParseGradientCodec takes.
 std::string GradientCodecNames();
+// Whether --codec may name `id` (what ParseGradientCodec can return).
+bool IsGradientCodec(kernels::CodecId id);
 
-// The options of the run's codec from the flags: --codec, --clip and the
+// The options of the run's codec from the flags: --codec (INVALID_ARGUMENT
+// when it is not IsGradientCodec), --clip and the
 // compressors' flags (--tau ... --sampled_means). The layouts are set only
 // where they are a choice (TernGrad: --packing, --sum_packing) or fixed (RAW
 // for fp32 and fp16); the compressors write the one layout their options

@@ -64,7 +64,7 @@ TEST(MakeRunCodecOptionsTest, DefaultsAreTheKernelsDefaults) {
 
 TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   WorkerOptions flags;
-  flags.codec = "dropping";
+  flags.codec = CodecId::kDropping;
   flags.clip = 0;
   flags.tau = 0.5f;
   flags.proportion = 0.25f;
@@ -93,13 +93,13 @@ TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   EXPECT_EQ(options->sample_size, 100u);
   EXPECT_TRUE(options->sampled_means);
 
-  flags.codec = "terngrad";
+  flags.codec = CodecId::kTernGrad;
   flags.packing = "base3";
   flags.sum_packing = "radix";
   ASSERT_TRUE(MakeRunCodecOptions(flags).ok());
   EXPECT_EQ(MakeRunCodecOptions(flags)->push_layout, Layout::kTernaryBase3);
   EXPECT_EQ(MakeRunCodecOptions(flags)->pull_layout, Layout::kSumRadix);
-  flags.codec = "fp16";
+  flags.codec = CodecId::kFp16;
   EXPECT_EQ(MakeRunCodecOptions(flags)->push_layout, Layout::kRaw);
   EXPECT_EQ(MakeRunCodecOptions(flags)->pull_layout, Layout::kRaw);
 }
@@ -111,7 +111,7 @@ TEST(MakeRunCodecOptionsTest, RefusesValuesOutOfRangeNamingTheFlag) {
     const char* flag;
     void (*set)(WorkerOptions*, float nan, float inf);
   } cases[] = {
-      {"--codec", [](WorkerOptions* o, float, float) { o->codec = "int8"; }},
+      {"--codec", [](WorkerOptions* o, float, float) { o->codec = CodecId::kInt8; }},
       {"--clip", [](WorkerOptions* o, float, float) { o->clip = -1; }},
       {"--tau", [](WorkerOptions* o, float, float) { o->tau = 0; }},
       {"--tau", [](WorkerOptions* o, float, float) { o->tau = -0.1f; }},
@@ -179,7 +179,7 @@ TEST(LayoutsOfTest, NamesTheLayoutEachCodecWrites) {
   };
   for (const auto& c : cases) {
     WorkerOptions flags;
-    flags.codec = c.codec;
+    flags.codec = *ParseGradientCodec(c.codec);
     flags.drop_quantize = c.drop_quantize;
     const absl::StatusOr<kernels::CodecOptions> options =
         MakeRunCodecOptions(flags);
@@ -207,7 +207,7 @@ TEST(LayoutsOfTest, NamesTheLayoutEachCodecWrites) {
 
 TEST(CodecToRunConfigTest, FillsCodecLayoutsClipAndEveryParam) {
   WorkerOptions flags;
-  flags.codec = "qsgd";
+  flags.codec = CodecId::kQsgd;
   flags.clip = 1.5;
   flags.qsgd_levels = 3;
   flags.qsgd_bucket = 128;

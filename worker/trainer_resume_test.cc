@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 #include "worker/checkpoint.h"
+#include "worker/codec_config.h"
 #include "worker/in_process_shard.h"
 #include "worker/trainer.h"
 
@@ -106,7 +107,7 @@ WorkerOptions ResumeRun(const std::string& codec) {
   options.eval_every = 0;
   options.check_every = 1;
   options.seed = 11;
-  options.codec = codec;
+  options.codec = *ParseGradientCodec(codec);
   options.partition_bytes = 1 << 20;
   return options;
 }

@@ -445,7 +445,7 @@ class TrainerVariantTest : public ::testing::TestWithParam<Variant> {};
 TEST_P(TrainerVariantTest, ReplicasEndBitIdentical) {
   const Variant& v = GetParam();
   WorkerOptions options = SmallRun();
-  options.codec = v.codec;
+  options.codec = *kernels::ParseCodecName(v.codec);
   options.packing = v.packing;
   options.sum_packing = v.sum_packing;
   options.fp32_tensors = v.fp32_tensors;
@@ -726,7 +726,7 @@ class TrainerCompressorTest : public ::testing::TestWithParam<CompressorRun> {};
 TEST_P(TrainerCompressorTest, ReplicasStayIdenticalOnRealShards) {
   const CompressorRun& run = GetParam();
   WorkerOptions options = SmallRun();
-  options.codec = run.codec;
+  options.codec = *kernels::ParseCodecName(run.codec);
   options.fp32_tensors = run.fp32_tensors;
   options.steps = 4;
   Cluster cluster(options, 2, ShardKind::kReal);
@@ -771,7 +771,7 @@ TEST(TrainerTest, DroppingSelectsOneThresholdOverTheWholeGradient) {
     WorkerOptions options = SmallRun();
     options.num_workers = 1;
     options.steps = 1;
-    options.codec = "dropping";
+    options.codec = kernels::CodecId::kDropping;
     options.drop_scope = scope;
     options.drop_ratio = 0.99f;
     options.fp32_tensors = {"last"};
@@ -812,7 +812,7 @@ TEST(TrainerTest, DroppingSelectsOneThresholdOverTheWholeGradient) {
 TEST(TrainerTest, JoinRequestCarriesTheCompressorsParamsAndLayouts) {
   WorkerOptions options = SmallRun();
   options.ps = {"127.0.0.1:1"};
-  options.codec = "dropping";
+  options.codec = kernels::CodecId::kDropping;
   options.drop_scope = "tensor";
   options.drop_quantize = true;
   options.drop_ratio = 0.9f;

@@ -4,12 +4,16 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/payload.h"
 #include "worker/codec_config.h"
+#include "worker/train_mode.h"
 
 namespace tern::worker {
 namespace {
@@ -48,15 +52,38 @@ CLI::Validator FiniteBetween(double low, double high) {
       description);
 }
 
-// A gradient codec's name, as ParseGradientCodec reads it.
-CLI::Validator GradientCodec() {
+// Reads a name into an enum flag once, at parse time: `parse` turns the
+// name into the enum and the transform hands CLI11 its number, which CLI11
+// stores into the enum field. A name `parse` refuses fails the parse with
+// "'<name>' is not one of <names>".
+template <typename Enum, typename Parse>
+CLI::Validator EnumName(Parse parse, std::string (*names)(),
+                        const std::string& label) {
   return CLI::Validator(
-      [](std::string& input) -> std::string {
-        if (ParseGradientCodec(input).ok()) return std::string();
-        return absl::StrCat("'", input, "' is not one of ",
-                            GradientCodecNames());
+      [parse, names](std::string& input) -> std::string {
+        const absl::StatusOr<Enum> value = parse(input);
+        if (!value.ok()) {
+          return absl::StrCat("'", input, "' is not one of ", names());
+        }
+        input = std::to_string(
+            static_cast<std::underlying_type_t<Enum>>(*value));
+        return std::string();
       },
-      "CODEC");
+      label);
+}
+
+// --mode: terngrad, weightgrad or gaia (worker/train_mode.h).
+CLI::Validator TrainModeFlag() {
+  return EnumName<TrainMode>(
+      [](absl::string_view name) { return ParseTrainMode(name); },
+      &TrainModeNames, "{" + TrainModeNames() + "}");
+}
+
+// --codec: a gradient codec's name, as ParseGradientCodec reads it.
+CLI::Validator GradientCodecFlag() {
+  return EnumName<kernels::CodecId>(
+      [](absl::string_view name) { return ParseGradientCodec(name); },
+      &GradientCodecNames, "CODEC");
 }
 
 // A number > 0 that is finite.
@@ -122,6 +149,48 @@ bool IsDeviceName(const std::string& name) {
          name.substr(5) == std::to_string(ordinal);
 }
 
+// What --mode=weightgrad|gaia asks of the other flags: one LPS, which runs
+// momentum SGD and holds the state, and the gradient codec it decodes.
+absl::Status ValidateLpsModeOptions(const WorkerOptions& o) {
+  const absl::string_view mode = TrainModeName(o.mode);
+  if (o.ps.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode=", mode,
+                     " takes one --ps (the data center's local "
+                     "parameter server), not ",
+                     o.ps.size()));
+  }
+  if (o.optimizer == "adam") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer=adam with --mode=", mode,
+        ": the local parameter server runs momentum SGD (sgd or momentum)"));
+  }
+  if (o.momentum >= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--momentum must be below 1 with --mode=", mode));
+  }
+  if (!o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_dir with --mode=", mode,
+        ": the local parameter server holds the weights and optimizer "
+        "state; worker checkpoints are for --mode=terngrad"));
+  }
+  const bool terngrad = o.codec == kernels::CodecId::kTernGrad;
+  if (o.mode == TrainMode::kWeightGrad && !terngrad) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--codec=", kernels::CodecName(o.codec),
+                     " with --mode=weightgrad: workers push TernGrad "
+                     "gradients (--codec=terngrad)"));
+  }
+  if (o.mode == TrainMode::kGaia && !terngrad &&
+      o.codec != kernels::CodecId::kFp32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--codec=", kernels::CodecName(o.codec),
+                     " with --mode=gaia: workers push fp32"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
@@ -141,7 +210,8 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "answer is the final model in fp32, and its checksum is the LPS's. "
        "gaia: the same with fp32 gradients (--codec fp32 or left at its "
        "default)")
-      ->check(CLI::IsMember({"terngrad", "weightgrad", "gaia"}))
+      ->transform(TrainModeFlag())
+      ->default_str(std::string(TrainModeName(o->mode)))
       ->group("Cluster");
   Flag(app, "worker_id", &o->worker_id,
        "this worker's index in [0, num_workers)")
@@ -244,7 +314,8 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "adaptive (Dryden et al. 2016), dropping (Aji & Heafield 2017) with "
        "error feedback; qsgd (Alistarh et al. 2017). Error-feedback "
        "residuals are part of the worker's checkpoint (--checkpoint_dir)")
-      ->check(GradientCodec())
+      ->transform(GradientCodecFlag())
+      ->default_str(kernels::CodecName(o->codec))
       ->group("Communication");
   Flag(app, "packing", &o->packing,
        "terngrad push layout: 2bit (4 codes a byte) or base3 (5 a byte)")
@@ -409,43 +480,13 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--optimizer: '", o.optimizer, "' is not sgd, momentum or adam"));
   }
-  if (o.mode != "terngrad" && o.mode != "weightgrad" && o.mode != "gaia") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--mode: '", o.mode, "' is not terngrad, weightgrad or gaia"));
+  if (!IsKnownTrainMode(o.mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode: ", static_cast<int>(o.mode),
+                     " is not one of ", TrainModeNames()));
   }
-  if (o.mode != "terngrad") {
-    if (o.ps.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--mode=", o.mode,
-                       " takes one --ps (the data center's local "
-                       "parameter server), not ",
-                       o.ps.size()));
-    }
-    if (o.optimizer == "adam") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--optimizer=adam with --mode=", o.mode,
-          ": the local parameter server runs momentum SGD (sgd or momentum)"));
-    }
-    if (o.momentum >= 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--momentum must be below 1 with --mode=", o.mode));
-    }
-    if (!o.checkpoint_dir.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--checkpoint_dir with --mode=", o.mode,
-          ": the local parameter server holds the weights and optimizer "
-          "state; worker checkpoints are for --mode=terngrad"));
-    }
-    if (o.mode == "weightgrad" && o.codec != "terngrad") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--codec=", o.codec,
-                       " with --mode=weightgrad: workers push TernGrad "
-                       "gradients (--codec=terngrad)"));
-    }
-    if (o.mode == "gaia" && o.codec != "terngrad" && o.codec != "fp32") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--codec=", o.codec, " with --mode=gaia: workers push fp32"));
-    }
+  if (UsesLocalParameterServer(o.mode)) {
+    TERN_RETURN_IF_ERROR(ValidateLpsModeOptions(o));
   }
   // --codec, --clip, --packing, --sum_packing and the compressors' flags.
   return MakeRunCodecOptions(o).status();

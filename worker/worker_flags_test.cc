@@ -105,7 +105,7 @@ TEST(WorkerFlagsTest, ParsesScalarsAndCommaSeparatedLists) {
   EXPECT_EQ(o.ps, (std::vector<std::string>{"h0:5000", "h1:5001"}));
   EXPECT_EQ(o.steps, 20u);
   EXPECT_EQ(o.lr, 0.05);
-  EXPECT_EQ(o.codec, "fp16");
+  EXPECT_EQ(o.codec, kernels::CodecId::kFp16);
   EXPECT_EQ(o.fp32_tensors, (std::vector<std::string>{"fc.weight", "fc.bias"}));
   EXPECT_EQ(o.partition_bytes, 1024u);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
@@ -118,7 +118,7 @@ TEST(WorkerFlagsTest, EnvironmentOverridesDefaultsAndFlagsOverrideIt) {
   {
     Parsed parsed;
     parsed.Parse("");
-    EXPECT_EQ(parsed.options.codec, "fp32");
+    EXPECT_EQ(parsed.options.codec, kernels::CodecId::kFp32);
     EXPECT_EQ(parsed.options.ps,
               (std::vector<std::string>{"a:1", "b:2", "c:3"}));
     EXPECT_EQ(parsed.options.steps, 77u);
@@ -126,7 +126,7 @@ TEST(WorkerFlagsTest, EnvironmentOverridesDefaultsAndFlagsOverrideIt) {
   {
     Parsed parsed;
     parsed.Parse("--codec=fp16 --steps=5");
-    EXPECT_EQ(parsed.options.codec, "fp16");
+    EXPECT_EQ(parsed.options.codec, kernels::CodecId::kFp16);
     EXPECT_EQ(parsed.options.steps, 5u);
   }
 }
@@ -150,7 +150,7 @@ std::string ParseError(const std::string& args) {
 
 TEST(WorkerFlagsTest, WeightGradModesCheckWhatTheLpsCanRun) {
   WorkerOptions options;
-  options.mode = "weightgrad";
+  options.mode = TrainMode::kWeightGrad;
   options.ps = {"lps:50051"};
   EXPECT_TRUE(ValidateWorkerOptions(options).ok());
   options.ps = {"a:1", "b:2"};
@@ -161,11 +161,11 @@ TEST(WorkerFlagsTest, WeightGradModesCheckWhatTheLpsCanRun) {
   EXPECT_NE(ValidateWorkerOptions(options).message().find("--optimizer=adam"),
             std::string::npos);
   options.optimizer = "momentum";
-  options.codec = "qsgd";
+  options.codec = kernels::CodecId::kQsgd;
   EXPECT_NE(ValidateWorkerOptions(options).message().find("--codec=qsgd"),
             std::string::npos);
-  options.mode = "gaia";
-  options.codec = "fp32";
+  options.mode = TrainMode::kGaia;
+  options.codec = kernels::CodecId::kFp32;
   EXPECT_TRUE(ValidateWorkerOptions(options).ok());
   options.checkpoint_dir = "/ckpt";
   EXPECT_NE(ValidateWorkerOptions(options).message().find(
@@ -259,7 +259,7 @@ TEST(WorkerFlagsTest, EveryGradientCodecIsAccepted) {
                             "adaptive", "dropping", "qsgd"}) {
     Parsed parsed;
     parsed.Parse(std::string("--codec=") + codec);
-    EXPECT_EQ(parsed.options.codec, codec);
+    EXPECT_STREQ(kernels::CodecName(parsed.options.codec), codec);
   }
 }
 
@@ -381,10 +381,18 @@ TEST(ValidateWorkerOptionsTest, RejectsWhatOneFlagCannotSee) {
   EXPECT_NE(status.message().find("no-port"), absl::string_view::npos);
 
   o.ps = {"h:1"};
-  o.codec = "zip";
+  o.codec = kernels::CodecId::kInt8;
+  status = ValidateWorkerOptions(o);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--codec"), absl::string_view::npos);
+  o.codec = kernels::CodecId::kUnspecified;
   EXPECT_FALSE(ValidateWorkerOptions(o).ok());
-  o.codec = "int8";
-  EXPECT_FALSE(ValidateWorkerOptions(o).ok());
+  o.codec = kernels::CodecId::kTernGrad;
+  o.mode = static_cast<TrainMode>(7);  // no flag can give this
+  status = ValidateWorkerOptions(o);
+  EXPECT_NE(status.message().find("--mode"), absl::string_view::npos);
+  EXPECT_NE(status.message().find("terngrad, weightgrad, gaia"),
+            absl::string_view::npos);
 }
 
 TEST(ValidateWorkerOptionsTest, RejectsCompressorValuesOutOfRange) {
@@ -411,6 +419,71 @@ TEST(ValidateWorkerOptionsTest, RejectsCompressorValuesOutOfRange) {
     EXPECT_NE(status.message().find(c.flag), absl::string_view::npos)
         << c.flag << ": " << status;
   }
+}
+
+TEST(WorkerFlagsTest, ModesAndCodecsAreEnumsParsedFromTheirNames) {
+  const struct {
+    const char* name;
+    TrainMode mode;
+  } modes[] = {{"terngrad", TrainMode::kTernGrad},
+               {"weightgrad", TrainMode::kWeightGrad},
+               {"gaia", TrainMode::kGaia}};
+  for (const auto& m : modes) {
+    Parsed parsed;
+    parsed.Parse(std::string("--mode=") + m.name);
+    EXPECT_EQ(parsed.options.mode, m.mode) << m.name;
+    EXPECT_EQ(TrainModeName(m.mode), m.name);
+    EXPECT_EQ(UsesLocalParameterServer(m.mode),
+              m.mode != TrainMode::kTernGrad);
+  }
+  ScopedEnv mode("TERN_MODE", "gaia");
+  Parsed from_env;
+  from_env.Parse("--codec=fp32");
+  EXPECT_EQ(from_env.options.mode, TrainMode::kGaia);
+  EXPECT_EQ(from_env.options.codec, kernels::CodecId::kFp32);
+}
+
+TEST(WorkerFlagsTest, BadModesAndCodecsAreRefusedListingTheValidNames) {
+  // A number is not a name, though the enum is stored as one.
+  for (const char* args : {"--mode=async", "--mode=1", "--mode=TernGrad",
+                           "--mode="}) {
+    const std::string error = ParseError(args);
+    EXPECT_NE(error.find("--mode"), std::string::npos) << args << ": " << error;
+    EXPECT_NE(error.find("terngrad, weightgrad, gaia"), std::string::npos)
+        << args << ": " << error;
+  }
+  for (const char* args : {"--codec=zip", "--codec=3", "--codec=int8"}) {
+    const std::string error = ParseError(args);
+    EXPECT_NE(error.find("--codec"), std::string::npos) << args << ": " << error;
+    for (const char* name : {"terngrad", "fp16", "onebit", "dropping", "qsgd"}) {
+      EXPECT_NE(error.find(name), std::string::npos) << args << ": " << error;
+    }
+  }
+  const absl::StatusOr<TrainMode> parsed = ParseTrainMode("async");
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("terngrad, weightgrad, gaia"),
+            absl::string_view::npos);
+}
+
+TEST(WorkerFlagsTest, TheHelpShowsTheDefaultModeAndCodecByName) {
+  Parsed parsed;
+  const std::string help = parsed.app.help();
+  const CLI::Option* mode = parsed.app.get_option("--mode");
+  const CLI::Option* codec = parsed.app.get_option("--codec");
+  EXPECT_EQ(mode->get_default_str(), "terngrad");
+  EXPECT_EQ(codec->get_default_str(), "terngrad");
+  EXPECT_NE(help.find("{terngrad, weightgrad, gaia}"), std::string::npos)
+      << help;
+}
+
+TEST(WorkerFlagsTest, ABadLogLevelIsRefusedNamingTheLevels) {
+  // The same check as tern ps and tern global (common/flags).
+  const std::string error = ParseError("--log_level=loud");
+  EXPECT_NE(error.find("--log_level"), std::string::npos) << error;
+  EXPECT_NE(error.find("unknown log level 'loud' (expected trace, debug, "
+                       "info, warn, error, critical or off)"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace

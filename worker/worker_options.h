@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "kernels/codec_options.h"
+#include "kernels/payload.h"
+#include "worker/train_mode.h"
 
 namespace tern::worker {
 
@@ -41,7 +43,8 @@ struct WorkerOptions {
 
   // terngrad (DESIGN section 3) | weightgrad | gaia (section 4: the shard
   // is a local parameter server that owns the weights and the optimizer).
-  std::string mode = "terngrad";
+  // The flags parse the name once (worker/train_mode.h).
+  TrainMode mode = TrainMode::kTernGrad;
 
   // --- model and data ---
   std::string model = "lenet";           // lenet | mlp | cifarnet
@@ -65,8 +68,9 @@ struct WorkerOptions {
   double lr_gamma = 0.1;                 // step schedule: multiply by
 
   // --- communication ---
-  // terngrad | fp32 | fp16 | onebit | threshold | adaptive | dropping | qsgd
-  std::string codec = "terngrad";
+  // terngrad | fp32 | fp16 | onebit | threshold | adaptive | dropping | qsgd:
+  // a gradient codec (worker/codec_config.h), parsed once by the flags.
+  kernels::CodecId codec = kernels::CodecId::kTernGrad;
   std::string packing = "2bit";          // terngrad push: 2bit | base3
   std::string sum_packing = "bits";      // terngrad pull: bits | radix
   double clip = 2.5;                     // c of c*sigma; 0 = no clipping

@@ -1,0 +1,236 @@
+#include "worker/terngrad_protocol.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/philox.h"
+#include "common/status_macros.h"
+#include "core/wire.h"
+#include "worker/codec_config.h"
+#include "worker/local_scalers.h"
+#include "worker/scaler_sharing.h"
+
+namespace tern::worker {
+
+using tern::v1::PushPullRequest;
+using tern::v1::PushPullResponse;
+
+TernGradProtocol::TernGradProtocol(
+    const WorkerOptions& options, ParamBuffer& params, const ChunkPlan& plan,
+    CodecSet& codecs, torch::optim::Optimizer& optimizer,
+    std::unique_ptr<DeviceEncoder> device_encoder)
+    : options_(options),
+      params_(params),
+      plan_(plan),
+      codecs_(codecs),
+      optimizer_(optimizer),
+      device_encoder_(std::move(device_encoder)),
+      share_scalers_(codecs.options().id == kernels::CodecId::kTernGrad) {}
+
+absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
+                                    StepRecord* rec) {
+  absl::Time phase = absl::Now();
+  const float* device_gradients = GatherGradients();
+  rec->compute_s += SecondsSince(phase);
+
+  phase = absl::Now();
+  TERN_ASSIGN_OR_RETURN(std::vector<float> scalers,
+                        Scalers(step, device_gradients));
+  rec->encode_s += SecondsSince(phase);
+
+  if (share_scalers_) {
+    phase = absl::Now();
+    TERN_RETURN_IF_ERROR(
+        ShareScalers(client, plan_, options_.worker_id, step, &scalers, rec));
+    rec->network_s += SecondsSince(phase);
+  }
+
+  phase = absl::Now();
+  TERN_ASSIGN_OR_RETURN(Pushes pushes,
+                        EncodePushes(step, device_gradients, scalers, rec));
+  rec->encode_s += SecondsSince(phase);
+
+  phase = absl::Now();
+  absl::StatusOr<std::vector<PushPullResponse>> pulls =
+      client.PushPull(std::move(pushes));
+  if (!pulls.ok()) return AtStep(step, pulls.status());
+  rec->network_s += SecondsSince(phase);
+
+  phase = absl::Now();
+  TERN_RETURN_IF_ERROR(DecodePulls(client, step, *pulls, rec));
+  // Apply: every replica runs the same update on the same bytes.
+  params_.ScatterGradients();
+  for (auto& group : optimizer_.param_groups()) {
+    group.options().set_lr(rec->lr);
+  }
+  optimizer_.step();
+  rec->decode_s = SecondsSince(phase);
+  return absl::OkStatus();
+}
+
+const float* TernGradProtocol::GatherGradients() {
+  if (device_encoder_ == nullptr) {
+    params_.GatherGradients();
+    return nullptr;
+  }
+  // On a GPU the gradients stay there; only fp32 chunks (encoded raw, on
+  // the host) are copied over.
+  const float* device_gradients = params_.GatherDeviceGradients();
+  for (const Chunk& chunk : plan_.partition.chunks()) {
+    if (plan_.fp32_chunk[chunk.key]) params_.CopyChunkToHost(chunk);
+  }
+  return device_gradients;
+}
+
+absl::StatusOr<std::vector<float>> TernGradProtocol::Scalers(
+    uint64_t step, const float* device_gradients) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  const float clip = static_cast<float>(options_.clip);
+  if (device_encoder_ == nullptr) {
+    return LocalScalers(step, chunks, params_.gradients(), params_.names(),
+                        clip);
+  }
+  absl::StatusOr<std::vector<kernels::ChunkStats>> stats =
+      device_encoder_->Stats(device_gradients, params_.total_elements(),
+                             chunks);
+  if (!stats.ok()) return AtStep(step, stats.status());
+  return LocalScalers(step, chunks, params_.gradients(), params_.names(), clip,
+                      &*stats);
+}
+
+absl::StatusOr<TernGradProtocol::Pushes> TernGradProtocol::EncodePushes(
+    uint64_t step, const float* device_gradients,
+    const std::vector<float>& scalers, StepRecord* rec) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  float threshold = 0.0f;
+  if (codecs_.feedback() != nullptr) {
+    // The stream's chunk is one no chunk has (kGlobalThresholdChunk).
+    const RandomStream stream{options_.seed, static_cast<uint32_t>(step),
+                              kGlobalThresholdChunk, options_.worker_id};
+    absl::StatusOr<float> compensated = codecs_.Compensate(
+        chunks, params_.gradients(), params_.names(), stream);
+    if (!compensated.ok()) return AtStep(step, compensated.status());
+    threshold = *compensated;
+  }
+  std::vector<std::optional<kernels::Payload>> device_payloads;
+  if (device_encoder_ != nullptr) {
+    TERN_ASSIGN_OR_RETURN(device_payloads,
+                          EncodeOnDevice(step, device_gradients, scalers));
+  }
+  Pushes pushes(plan_.partition.num_shards());
+  for (uint32_t shard = 0; shard < pushes.size(); ++shard) {
+    PushPullRequest& push = pushes[shard].request;
+    pushes[shard].shard = shard;
+    push.set_worker_id(options_.worker_id);
+    push.set_step(step);
+    for (const uint32_t key : plan_.shard_chunks[shard]) {
+      const Chunk& chunk = chunks[key];
+      const bool fp32 = plan_.fp32_chunk[key];
+      kernels::EncodeContext context;
+      // Draws are a pure function of (seed, step, chunk, worker, element):
+      // DESIGN section 2. The step wraps at 2^32 in the counter.
+      context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
+                                    key, options_.worker_id};
+      context.scaler = fp32 ? 0.0f : scalers[key];
+      context.threshold = fp32 ? 0.0f : threshold;
+      context.group_size = codecs_.group_size(key);
+      absl::StatusOr<kernels::Payload> payload =
+          !fp32 && device_encoder_ != nullptr
+              ? *std::move(device_payloads[key])
+              : codecs_.Encode(key, params_.ChunkGradients(chunk), context);
+      if (!payload.ok()) {
+        return AtStep(
+            step,
+            absl::Status(payload.status().code(),
+                         absl::StrCat("encoding chunk ", key, " of '",
+                                      params_.names()[chunk.tensor],
+                                      "': ", payload.status().message())));
+      }
+      tern::v1::ChunkPayload* wire = push.add_chunks();
+      wire->set_chunk_key(key);
+      core::PayloadToWire(*std::move(payload), wire->mutable_payload());
+      rec->push_bytes += core::PayloadBytes(wire->payload());
+    }
+    rec->push_msg_bytes += push.ByteSizeLong();
+  }
+  return pushes;
+}
+
+absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
+TernGradProtocol::EncodeOnDevice(uint64_t step, const float* gradients,
+                                 const std::vector<float>& scalers) {
+  std::vector<Chunk> compressed;
+  std::vector<float> chunk_scalers;
+  for (const Chunk& chunk : plan_.partition.chunks()) {
+    if (plan_.fp32_chunk[chunk.key]) continue;
+    compressed.push_back(chunk);
+    chunk_scalers.push_back(scalers[chunk.key]);
+  }
+  // The stream's chunk is each chunk's key (DESIGN section 2), set by the
+  // kernels per chunk.
+  const RandomStream stream{options_.seed, static_cast<uint32_t>(step), 0,
+                            options_.worker_id};
+  absl::StatusOr<std::vector<kernels::Payload>> payloads =
+      device_encoder_->EncodeTernGrad(gradients, params_.total_elements(),
+                                      compressed, chunk_scalers, stream,
+                                      LayoutsOf(codecs_.options()).push);
+  if (!payloads.ok()) return AtStep(step, payloads.status());
+  std::vector<std::optional<kernels::Payload>> by_key(
+      plan_.partition.chunks().size());
+  for (size_t i = 0; i < compressed.size(); ++i) {
+    by_key[compressed[i].key] = std::move((*payloads)[i]);
+  }
+  return by_key;
+}
+
+absl::Status TernGradProtocol::DecodePulls(
+    const PsClient& client, uint64_t step,
+    const std::vector<PushPullResponse>& pulls, StepRecord* rec) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  std::vector<bool> seen(chunks.size(), false);
+  for (uint32_t shard = 0; shard < pulls.size(); ++shard) {
+    const PushPullResponse& pull = pulls[shard];
+    rec->pull_msg_bytes += pull.ByteSizeLong();
+    const auto shard_error = [&](const std::string& what) {
+      return absl::InternalError(absl::StrCat("step ", step, ": shard ", shard,
+                                              " (", client.name(shard),
+                                              "): PushPull answer: ", what));
+    };
+    if (pull.step() != step) {
+      return shard_error(absl::StrCat("it is for step ", pull.step()));
+    }
+    const std::vector<uint32_t>& owned = plan_.shard_chunks[shard];
+    if (static_cast<size_t>(pull.chunks_size()) != owned.size()) {
+      return shard_error(
+          absl::StrCat(pull.chunks_size(), " chunks, expected ", owned.size()));
+    }
+    for (const tern::v1::ChunkPayload& wire : pull.chunks()) {
+      const uint32_t key = wire.chunk_key();
+      if (key >= chunks.size() || chunks[key].shard != shard || seen[key]) {
+        return shard_error(
+            absl::StrCat("chunk ", key, " is not this shard's or repeated"));
+      }
+      seen[key] = true;
+      rec->pull_bytes += core::PayloadBytes(wire.payload());
+      absl::StatusOr<kernels::Payload> payload =
+          core::PayloadFromWire(wire.payload());
+      absl::Status decoded = payload.status();
+      if (decoded.ok()) {
+        decoded = codecs_.For(key).Decode(*payload,
+                                          params_.ChunkGradients(chunks[key]));
+      }
+      if (!decoded.ok()) {
+        return absl::Status(
+            decoded.code(),
+            absl::StrCat("step ", step, ": shard ", shard, " (",
+                         client.name(shard), "): chunk ", key, " of '",
+                         params_.names()[chunks[key].tensor],
+                         "': ", decoded.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tern::worker
