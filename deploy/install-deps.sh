@@ -12,6 +12,7 @@ packages=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libspdlog-dev libfmt-dev libtorch-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev
   libxxhash-dev
   # An optimized BLAS for libtorch (Debian's default is the reference one,
   # about 10x slower on the MLP and LeNet layers).

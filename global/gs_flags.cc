@@ -80,6 +80,9 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
       ->check(HostPort());
   Flag(app, "port_file", &o->port_file,
        "file the bound port is written to once the GS serves (empty: none)");
+  Flag(app, "report_file", &o->report_file,
+       "the GS writes its report here as it stops: rounds and bytes (JSON; "
+       "empty: none)");
   Flag(app, "num_datacenters", &o->num_datacenters,
        "K: the data centers (local parameter servers) that register")
       ->check(CLI::Range(1u, kU32Max));

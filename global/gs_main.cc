@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/records/server_report.h"
 #include "global/gs_flags.h"
 #include "global/gs_service.h"
 #include "global/round_aggregator.h"
@@ -172,6 +173,23 @@ int RunGlobalServer(const GsOptions& options, Logger logger) {
       (*aggregator)->open_round(), stats.rounds_closed, stats.late_submissions,
       stats.duplicates, stats.refused, stats.holds, stats.hold_timeouts,
       stats.bytes_in, stats.bytes_out);
+  if (!options.report_file.empty()) {
+    records::GlobalServerReport report;
+    report.open_round = (*aggregator)->open_round();
+    report.rounds_closed = stats.rounds_closed;
+    report.late_submissions = stats.late_submissions;
+    report.duplicates = stats.duplicates;
+    report.refused = stats.refused;
+    report.holds = stats.holds;
+    report.hold_timeouts = stats.hold_timeouts;
+    report.bytes_in = stats.bytes_in;
+    report.bytes_out = stats.bytes_out;
+    if (absl::Status status =
+            records::WriteGlobalServerReport(options.report_file, report);
+        !status.ok()) {
+      logger->warn("--report_file: {}", std::string(status.message()));
+    }
+  }
   return kExitOk;
 }
 

@@ -13,6 +13,9 @@ struct GsOptions {
   std::string listen = "127.0.0.1:50061";
   // When set, the bound port is written there once the server serves.
   std::string port_file;
+  // When set, the GS writes its report there as it stops
+  // (common/records/server_report.h): rounds and bytes.
+  std::string report_file;
   // K: the data centers (LPSs) that exchange updates through this GS.
   uint32_t num_datacenters = 1;
   // The run seed of the answers' stochastic rounding (TernGrad answers).

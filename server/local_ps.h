@@ -157,6 +157,15 @@ class LocalPs {
   uint64_t completed_steps() const;
   bool finished() const;
   uint64_t checksum() const;
+  // Payload bytes of the updates sent to the GS and of its answers, so far.
+  uint64_t wan_bytes_up() const {
+    absl::MutexLock lock(&mu_);
+    return bytes_up_;
+  }
+  uint64_t wan_bytes_down() const {
+    absl::MutexLock lock(&mu_);
+    return bytes_down_;
+  }
 
  private:
   struct PushWaiter {

@@ -74,6 +74,9 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "port_file", &o->port_file,
        "file the bound port is written to once the shard serves (empty: "
        "none)");
+  Flag(app, "report_file", &o->report_file,
+       "an LPS writes its report here as it stops: steps, checksum, WAN "
+       "bytes (JSON; empty: none)");
   Flag(app, "shard_index", &o->shard_index,
        "this shard's index in [0, num_shards)");
   Flag(app, "num_shards", &o->num_shards, "number of parameter-server shards")

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/records/server_report.h"
 #include "common/checksum.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -169,6 +170,20 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
   logger->info("stopped at step {}, {}checksum {}", (*lps)->completed_steps(),
                (*lps)->finished() ? "final " : "",
                FormatChecksum((*lps)->checksum()));
+  if (!options.report_file.empty()) {
+    records::LpsReport report;
+    report.datacenter = options.datacenter;
+    report.steps = (*lps)->completed_steps();
+    report.final_sync_done = (*lps)->finished();
+    report.param_checksum = FormatChecksum((*lps)->checksum());
+    report.wan_bytes_up = (*lps)->wan_bytes_up();
+    report.wan_bytes_down = (*lps)->wan_bytes_down();
+    if (absl::Status status =
+            records::WriteLpsReport(options.report_file, report);
+        !status.ok()) {
+      logger->warn("--report_file: {}", std::string(status.message()));
+    }
+  }
   return exit_code;
 }
 

@@ -13,6 +13,9 @@ struct PsOptions {
   std::string listen = "127.0.0.1:50051";
   // When set, the bound port is written there once the server serves.
   std::string port_file;
+  // When set, an LPS writes its report there as it stops
+  // (common/records/server_report.h): steps, checksum, WAN bytes.
+  std::string report_file;
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 
 namespace tern {
 namespace {
@@ -261,6 +262,11 @@ absl::StatusOr<std::string> DialAddress(bool emulate_wan,
                    " (a DC reaches the GS's region, or its own)"));
 }
 
+std::string ReportFileOf(const std::string& out_dir, absl::string_view name) {
+  return absl::StrCat(out_dir, "/", absl::StrReplaceAll(name, {{"/", "-"}}),
+                      ".report.json");
+}
+
 std::vector<std::string> ShardArgs(const LaunchOptions& options, uint32_t shard,
                                    const std::string& port_file) {
   return {"ps",
@@ -288,12 +294,14 @@ std::vector<std::string> WorkerArgs(const LaunchOptions& options,
 }
 
 std::vector<std::string> GlobalServerArgs(const LaunchOptions& resolved,
-                                          const std::string& port_file) {
+                                          const std::string& port_file,
+                                          const std::string& report_file) {
   const GeoOptions& geo = resolved.geo;
   std::vector<std::string> args = {
       "global",
       absl::StrCat("--listen=", ListenAddress(geo.emulate_wan, kGsRegion)),
       absl::StrCat("--port_file=", port_file),
+      absl::StrCat("--report_file=", report_file),
       absl::StrCat("--num_datacenters=", geo.datacenters),
       absl::StrCat("--seed=", resolved.job.seed)};
   if (geo.t_global_s > 0) {
@@ -309,7 +317,8 @@ std::vector<std::string> GlobalServerArgs(const LaunchOptions& resolved,
 std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
                                  uint32_t datacenter,
                                  const std::string& gs_address,
-                                 const std::string& port_file) {
+                                 const std::string& port_file,
+                                 const std::string& report_file) {
   const GeoOptions& geo = resolved.geo;
   std::vector<std::string> args = {
       "ps",
@@ -317,6 +326,7 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
       absl::StrCat("--listen=",
                    ListenAddress(geo.emulate_wan, DcRegion(datacenter))),
       absl::StrCat("--port_file=", port_file),
+      absl::StrCat("--report_file=", report_file),
       "--shard_index=0",
       "--num_shards=1",
       absl::StrCat("--num_workers=", geo.workers_per_dc),

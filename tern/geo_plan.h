@@ -94,16 +94,23 @@ std::vector<std::string> WorkerArgs(const LaunchOptions& options,
                                     const std::vector<std::string>& shards,
                                     const std::string& metrics_out);
 
+// OUT/<name with "/" as "-">.report.json: where the global server ("global")
+// and the LPSs ("lps/<d>") write their reports when they stop
+// (common/records/server_report.h; tern/geo_report.h reads them).
+std::string ReportFileOf(const std::string& out_dir, absl::string_view name);
+
 // argv (without the program) of `tern global` for a gaia/weightgrad run.
 std::vector<std::string> GlobalServerArgs(const LaunchOptions& resolved,
-                                          const std::string& port_file);
+                                          const std::string& port_file,
+                                          const std::string& report_file);
 
 // argv (without the program) of data center `datacenter`'s LPS, which
 // reaches the global server at `gs_address`.
 std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
                                  uint32_t datacenter,
                                  const std::string& gs_address,
-                                 const std::string& port_file);
+                                 const std::string& port_file,
+                                 const std::string& report_file);
 
 // The job's worker flags as worker `worker` gets them (every launch, geo or
 // not). The summary reports worker 0's evaluations, so the others evaluate

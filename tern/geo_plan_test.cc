@@ -199,18 +199,25 @@ TEST(AddressTest, LoopbackWithoutWanLinksWithIt) {
   EXPECT_FALSE(DialAddress(true, kGsRegion, "dcx", 1).ok());
 }
 
+TEST(CommandLineTest, ReportFilesAreNamedAfterTheServer) {
+  EXPECT_EQ(ReportFileOf("/o", "lps/2"), "/o/lps-2.report.json");
+  EXPECT_EQ(ReportFileOf("runs/x", "global"), "runs/x/global.report.json");
+}
+
 TEST(CommandLineTest, GlobalServer) {
   LaunchOptions options = Geo("weightgrad", 3, 2);
   EXPECT_THAT(
-      GlobalServerArgs(ResolveLaunchOptions(options), "/o/g.port"),
+      GlobalServerArgs(ResolveLaunchOptions(options), "/o/g.port", "/o/g.json"),
       ElementsAre("global", "--listen=127.0.0.1:0", "--port_file=/o/g.port",
+                  "--report_file=/o/g.json",
                   "--num_datacenters=3", "--seed=7", "--log_level=warn"));
   options.geo.emulate_wan = true;
   options.geo.t_global_s = 2.5;
   options.geo.max_lag = 0;
   EXPECT_THAT(
-      GlobalServerArgs(ResolveLaunchOptions(options), "/o/g.port"),
+      GlobalServerArgs(ResolveLaunchOptions(options), "/o/g.port", "/o/g.json"),
       ElementsAre("global", "--listen=0.0.0.0:0", "--port_file=/o/g.port",
+                  "--report_file=/o/g.json",
                   "--num_datacenters=3", "--seed=7", "--t_global_s=2.5",
                   "--max_lag=0", "--log_level=warn"));
 }
@@ -218,25 +225,25 @@ TEST(CommandLineTest, GlobalServer) {
 TEST(CommandLineTest, LpsOfEachMode) {
   LaunchOptions weightgrad = Geo("weightgrad", 3, 2);
   EXPECT_THAT(
-      LpsArgs(ResolveLaunchOptions(weightgrad), 2, "10.77.2.1:7000", "/o/l"),
+      LpsArgs(ResolveLaunchOptions(weightgrad), 2, "10.77.2.1:7000", "/o/l", "/o/r"),
       ElementsAre("ps", "--mode=weightgrad", "--listen=127.0.0.1:0",
-                  "--port_file=/o/l", "--shard_index=0", "--num_shards=1",
+                  "--port_file=/o/l", "--report_file=/o/r", "--shard_index=0", "--num_shards=1",
                   "--num_workers=2", "--global=10.77.2.1:7000",
                   "--datacenter=2", "--num_datacenters=3", "--log_level=warn"));
   weightgrad.geo.sync_every = 5;
   weightgrad.geo.weight_codec = "int8";
   EXPECT_THAT(
-      LpsArgs(ResolveLaunchOptions(weightgrad), 0, "127.0.0.1:7000", "/o/l"),
+      LpsArgs(ResolveLaunchOptions(weightgrad), 0, "127.0.0.1:7000", "/o/l", "/o/r"),
       ElementsAre("ps", "--mode=weightgrad", "--listen=127.0.0.1:0",
-                  "--port_file=/o/l", "--shard_index=0", "--num_shards=1",
+                  "--port_file=/o/l", "--report_file=/o/r", "--shard_index=0", "--num_shards=1",
                   "--num_workers=2", "--global=127.0.0.1:7000",
                   "--datacenter=0", "--num_datacenters=3", "--sync_every=5",
                   "--weight_codec=int8", "--log_level=warn"));
   const LaunchOptions gaia = Geo("gaia", 2, 4);
   EXPECT_THAT(
-      LpsArgs(ResolveLaunchOptions(gaia), 1, "127.0.0.1:7000", "/o/l"),
+      LpsArgs(ResolveLaunchOptions(gaia), 1, "127.0.0.1:7000", "/o/l", "/o/r"),
       ElementsAre("ps", "--mode=gaia", "--listen=127.0.0.1:0",
-                  "--port_file=/o/l", "--shard_index=0", "--num_shards=1",
+                  "--port_file=/o/l", "--report_file=/o/r", "--shard_index=0", "--num_shards=1",
                   "--num_workers=4", "--global=127.0.0.1:7000",
                   "--datacenter=1", "--num_datacenters=2",
                   "--weight_codec=fp32", "--log_level=warn"));

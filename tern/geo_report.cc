@@ -1,40 +1,9 @@
 #include "tern/geo_report.h"
 
-#include <fstream>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
+#include "tern/geo_plan.h"
 
 namespace tern {
-namespace {
-
-// The unsigned number that ends right before `suffix` in `line`.
-std::optional<uint64_t> NumberBefore(absl::string_view line,
-                                     absl::string_view suffix) {
-  const size_t at = line.rfind(suffix);
-  if (at == absl::string_view::npos) return std::nullopt;
-  size_t begin = at;
-  while (begin > 0 && absl::ascii_isdigit(line[begin - 1])) --begin;
-  uint64_t value = 0;
-  if (begin == at ||
-      !absl::SimpleAtoi(line.substr(begin, at - begin), &value)) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-bool IsChecksumAt(absl::string_view line, size_t at) {
-  if (line.size() < at + 18 || line.substr(at, 2) != "0x") return false;
-  for (size_t i = at + 2; i < at + 18; ++i) {
-    if (!absl::ascii_isxdigit(line[i])) return false;
-  }
-  // Exactly 16 digits: not the start of a longer number.
-  return line.size() == at + 18 || !absl::ascii_isxdigit(line[at + 18]);
-}
-
-}  // namespace
 
 std::optional<TargetReached> TimeToTarget(
     const std::vector<MetricsRecord>& reference, double target) {
@@ -60,66 +29,64 @@ WanBytes WorkerWanBytes(
   return bytes;
 }
 
-std::optional<LpsWanBytes> LpsLogWanBytes(
-    const std::vector<std::string>& log_lines) {
-  for (auto it = log_lines.rbegin(); it != log_lines.rend(); ++it) {
-    if (!absl::StrContains(*it, "final synchronization done")) continue;
-    const std::optional<uint64_t> up = NumberBefore(*it, " B up");
-    const std::optional<uint64_t> down = NumberBefore(*it, " B down");
-    if (!up.has_value() || !down.has_value()) break;
-    return LpsWanBytes{{static_cast<double>(*up), static_cast<double>(*down)},
-                       true};
+WanMeasurement LpsRunWanBytes(
+    const std::vector<std::optional<records::LpsReport>>& lpss,
+    const std::optional<records::GlobalServerReport>& global,
+    uint32_t datacenters) {
+  WanBytes total;
+  bool complete = true;
+  uint32_t counted = 0;
+  for (const std::optional<records::LpsReport>& lps : lpss) {
+    if (!lps.has_value()) continue;
+    total.up += static_cast<double>(lps->wan_bytes_up);
+    total.down += static_cast<double>(lps->wan_bytes_down);
+    complete = complete && lps->final_sync_done;
+    ++counted;
   }
-  LpsWanBytes sum;
-  bool any = false;
-  for (const std::string& line : log_lines) {
-    if (!absl::StrContains(line, "] round ") ||
-        !absl::StrContains(line, ": sent ") ||
-        absl::StrContains(line, "in all")) {
-      continue;
-    }
-    const std::optional<uint64_t> up = NumberBefore(line, " B up");
-    const std::optional<uint64_t> down = NumberBefore(line, " B down");
-    if (!up.has_value() || !down.has_value()) continue;
-    sum.bytes.up += static_cast<double>(*up);
-    sum.bytes.down += static_cast<double>(*down);
-    any = true;
+  if (counted == datacenters && datacenters > 0) {
+    return {total,
+            complete ? "update and answer payloads from the LPSs' reports"
+                     : "update and answer payloads from the LPSs' reports "
+                       "(not every LPS finished its final round)"};
   }
-  if (!any) return std::nullopt;
-  return sum;
+  if (global.has_value()) {
+    return {WanBytes{static_cast<double>(global->bytes_in),
+                     static_cast<double>(datacenters) *
+                         static_cast<double>(global->bytes_out)},
+            "update and answer payloads from the global server's report (an "
+            "LPS left none); down = data centers x one answer per round"};
+  }
+  return {std::nullopt,
+          "neither the LPSs nor the global server left a report"};
 }
 
-std::optional<WanBytes> GlobalServerWanBytes(
-    const std::vector<std::string>& log_lines, uint32_t datacenters) {
-  for (auto it = log_lines.rbegin(); it != log_lines.rend(); ++it) {
-    if (!absl::StrContains(*it, "stopped at round")) continue;
-    const std::optional<uint64_t> in = NumberBefore(*it, " bytes in");
-    const std::optional<uint64_t> out = NumberBefore(*it, " bytes out");
-    if (!in.has_value() || !out.has_value()) return std::nullopt;
-    return WanBytes{static_cast<double>(*in), static_cast<double>(datacenters) *
-                                                  static_cast<double>(*out)};
+std::vector<std::string> LpsChecksums(
+    const std::vector<std::optional<records::LpsReport>>& lpss) {
+  std::vector<std::string> checksums;
+  for (const std::optional<records::LpsReport>& lps : lpss) {
+    checksums.push_back(lps.has_value() ? lps->param_checksum : "");
   }
-  return std::nullopt;
+  return checksums;
 }
 
-std::string LastLpsChecksum(const std::vector<std::string>& log_lines) {
-  for (auto it = log_lines.rbegin(); it != log_lines.rend(); ++it) {
-    const absl::string_view line = *it;
-    if (!absl::StrContains(line, "checksum")) continue;
-    for (size_t at = line.size(); at-- > 0;) {
-      if (IsChecksumAt(line, at)) return std::string(line.substr(at, 18));
-    }
-    return "";
+std::vector<std::optional<records::LpsReport>> LpsReportsIn(
+    const std::string& out_dir, uint32_t datacenters) {
+  std::vector<std::optional<records::LpsReport>> reports;
+  for (uint32_t d = 0; d < datacenters; ++d) {
+    absl::StatusOr<records::LpsReport> report = records::ReadLpsReport(
+        ReportFileOf(out_dir, absl::StrCat("lps/", d)));
+    reports.push_back(report.ok() ? std::optional(*std::move(report))
+                                  : std::nullopt);
   }
-  return "";
+  return reports;
 }
 
-std::vector<std::string> ReadLogLines(const std::string& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
-  return lines;
+std::optional<records::GlobalServerReport> GlobalServerReportIn(
+    const std::string& out_dir) {
+  absl::StatusOr<records::GlobalServerReport> report =
+      records::ReadGlobalServerReport(ReportFileOf(out_dir, "global"));
+  if (!report.ok()) return std::nullopt;
+  return *std::move(report);
 }
 
 }  // namespace tern

@@ -1,6 +1,6 @@
 // The measured parts of a run's RunReport (tern/run_summary.h): when worker
 // 0 reached --target_accuracy, and what a geo run sent over the WAN, read
-// from the workers' records and from the servers' logs.
+// from the workers' records and from the servers' reports.
 #ifndef TERN_TERN_GEO_REPORT_H_
 #define TERN_TERN_GEO_REPORT_H_
 
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/records/server_report.h"
 #include "tern/metrics_file.h"
 
 namespace tern {
@@ -38,34 +39,34 @@ struct WanBytes {
 WanBytes WorkerWanBytes(
     const std::vector<std::vector<MetricsRecord>>& per_worker);
 
-// gaia/weightgrad, from one LPS's log (server/local_ps.cc): its "final
-// synchronization done after R rounds: U B up, D B down in all" line, or,
-// when it has none (an LPS stopped before its final round), the sum of its
-// per-round lines "round r ...: sent ..., U B up, D B down, ...". Payload
-// bytes of the updates it sent and the answers it received. `complete` says
-// which of the two it was. Nothing when the log has neither.
-struct LpsWanBytes {
-  WanBytes bytes;
-  bool complete = false;
+// gaia/weightgrad: what crossed the WAN, from the servers' own reports
+// (common/records/server_report.h), never from their logs. `lpss[d]` is
+// data center d's LPS report, absent when it left none (it was killed).
+// When every LPS reported, their own counts: each is what one data
+// center's link carried (payload bytes of the updates sent and the answers
+// received). Otherwise the global server's: up = the updates it accepted,
+// down = `datacenters` x one copy of each round's answer. `bytes` is absent
+// when neither is there; `source` says which it was, or why none.
+struct WanMeasurement {
+  std::optional<WanBytes> bytes;
+  std::string source;
 };
-std::optional<LpsWanBytes> LpsLogWanBytes(
-    const std::vector<std::string>& log_lines);
+WanMeasurement LpsRunWanBytes(
+    const std::vector<std::optional<records::LpsReport>>& lpss,
+    const std::optional<records::GlobalServerReport>& global,
+    uint32_t datacenters);
 
-// gaia/weightgrad, from `tern global`'s log: its last "stopped at round
-// ...: ..., U bytes in, D bytes out" line (global/gs_main.cc). U is the
-// payload bytes of every LPS's updates; D is one copy of each round's answer,
-// which each of the `datacenters` LPSs receives, so down = datacenters * D.
-// Payload bytes only (no protobuf framing). Nothing when the line is absent
-// (a GS that was killed before its shutdown line).
-std::optional<WanBytes> GlobalServerWanBytes(
-    const std::vector<std::string>& log_lines, uint32_t datacenters);
+// Each LPS's parameter checksum as it stopped, "" for one without a report.
+std::vector<std::string> LpsChecksums(
+    const std::vector<std::optional<records::LpsReport>>& lpss);
 
-// An LPS's final parameter checksum: the last "0x" + 16 hex digits on the
-// last line of its log that mentions "checksum". "" when there is none.
-std::string LastLpsChecksum(const std::vector<std::string>& log_lines);
-
-// Reads a child's log (one line per output line); empty when unreadable.
-std::vector<std::string> ReadLogLines(const std::string& path);
+// The reports under `out_dir` (tern/geo_plan.h, ReportFileOf): data center
+// d's LPS's for d < datacenters, and the global server's. A report that is
+// missing or unreadable is absent.
+std::vector<std::optional<records::LpsReport>> LpsReportsIn(
+    const std::string& out_dir, uint32_t datacenters);
+std::optional<records::GlobalServerReport> GlobalServerReportIn(
+    const std::string& out_dir);
 
 }  // namespace tern
 

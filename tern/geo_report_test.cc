@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tern/geo_plan.h"
 
 namespace tern {
 namespace {
@@ -70,85 +71,107 @@ TEST(WorkerWanBytesTest, SumsEveryRecordOfEveryWorker) {
   }
 }
 
-TEST(GlobalServerWanBytesTest, ReadsTheStopLine) {
-  const std::vector<std::string> log = {
-      "[global/0] round 3 closed after 1.0s: 2 of 2 data centers sent it, 0 "
-      "late update(s) joined, lagging [], 4 chunks averaged, 99 bytes in, 7 "
-      "bytes out",
-      "[global/0] Terminated received: shutting down",
-      "[2024-01-01 00:00:00.000] [global/0] [info] stopped at round 4: 4 "
-      "rounds closed, 0 late updates, 0 duplicates, 0 refused, 0 holds (0 "
-      "held calls timed out), 123456 bytes in, 2048 bytes out"};
-  std::optional<WanBytes> bytes = GlobalServerWanBytes(log, 3);
-  ASSERT_TRUE(bytes.has_value());
-  EXPECT_DOUBLE_EQ(bytes->up, 123456);
-  EXPECT_DOUBLE_EQ(bytes->down, 3 * 2048);
-  // Without the stop line (a killed GS) the per-round lines are not summed.
-  EXPECT_FALSE(GlobalServerWanBytes({log[0], log[1]}, 3).has_value());
-  EXPECT_FALSE(GlobalServerWanBytes({}, 3).has_value());
-  EXPECT_FALSE(
-      GlobalServerWanBytes({"stopped at round 1: bytes in"}, 3).has_value());
+records::LpsReport Lps(uint32_t d, uint64_t up, uint64_t down, bool done,
+                       const std::string& checksum) {
+  records::LpsReport report;
+  report.datacenter = d;
+  report.steps = 12;
+  report.final_sync_done = done;
+  report.param_checksum = checksum;
+  report.wan_bytes_up = up;
+  report.wan_bytes_down = down;
+  return report;
 }
 
-TEST(LpsLogWanBytesTest, FinalTotalsOrTheSumOfTheRounds) {
-  const std::vector<std::string> rounds = {
-      "[x] [lps/0] [info] round 0 at step 5: sent 3 of 4 chunks, 100 B up, "
-      "40 B down, g_thresh 0.2, lagging [], 0 round(s) queued, 0.1s, "
-      "checksum 0x0000000000000001",
-      "[x] [lps/0] [info] worker 1 joined (2 of 2)",
-      "[x] [lps/0] [info] round 1 at step 10: sent 0 of 4 chunks, 0 B up, 7 "
-      "B down, g_thresh 0.2, lagging [1], 0 round(s) queued, 0.1s, checksum "
-      "0x0000000000000002"};
-  std::optional<LpsWanBytes> partial = LpsLogWanBytes(rounds);
-  ASSERT_TRUE(partial.has_value());
-  EXPECT_FALSE(partial->complete);
-  EXPECT_DOUBLE_EQ(partial->bytes.up, 100);
-  EXPECT_DOUBLE_EQ(partial->bytes.down, 47);
-
-  std::vector<std::string> done = rounds;
-  done.push_back(
-      "[x] [lps/0] [info] round 2 (final, fp32) at step 12: sent 4 of 4 "
-      "chunks, 1000 B up, 1000 B down, g_thresh 0, lagging [], 0 round(s) "
-      "queued, 0.1s, checksum 0x0000000000000003");
-  done.push_back(
-      "[x] [lps/0] [info] final synchronization done after 3 rounds: 1100 B "
-      "up, 1047 B down in all; final checksum 0x0000000000000003");
-  std::optional<LpsWanBytes> total = LpsLogWanBytes(done);
-  ASSERT_TRUE(total.has_value());
-  EXPECT_TRUE(total->complete);
-  EXPECT_DOUBLE_EQ(total->bytes.up, 1100);
-  EXPECT_DOUBLE_EQ(total->bytes.down, 1047);
-  EXPECT_EQ(LastLpsChecksum(done), "0x0000000000000003");
-
-  EXPECT_FALSE(LpsLogWanBytes({}).has_value());
-  EXPECT_FALSE(LpsLogWanBytes({rounds[1]}).has_value());
+records::GlobalServerReport Global(uint64_t in, uint64_t out) {
+  records::GlobalServerReport report;
+  report.open_round = 4;
+  report.rounds_closed = 4;
+  report.bytes_in = in;
+  report.bytes_out = out;
+  return report;
 }
 
-TEST(LastLpsChecksumTest, LastChecksumOnTheLastLineThatHasOne) {
-  EXPECT_EQ(LastLpsChecksum({}), "");
-  EXPECT_EQ(LastLpsChecksum({"round 1: checksum 0x00000000000000aa",
-                             "round 2: sent 3 chunks",
-                             "final: W checksum 0x0123456789abcdef, "
-                             "round checksum 0xfedcba9876543210 done",
-                             "stopping"}),
-            "0xfedcba9876543210");
-  // A longer or shorter hex number is not a checksum.
-  EXPECT_EQ(LastLpsChecksum({"checksum 0x0123456789abcdef0"}), "");
-  EXPECT_EQ(LastLpsChecksum({"checksum 0x0123"}), "");
-  EXPECT_EQ(LastLpsChecksum({"checksum 0x0123456789ABCDEF"}),
-            "0x0123456789ABCDEF");
-  // The last line that mentions one decides, even without a value.
-  EXPECT_EQ(
-      LastLpsChecksum({"checksum 0x0123456789abcdef", "checksum unavailable"}),
-      "");
+TEST(LpsRunWanBytesTest, TheLpssOwnCountsWhenEveryLpsReported) {
+  for (uint32_t datacenters : {1u, 2u, 5u}) {
+    SCOPED_TRACE(datacenters);
+    std::vector<std::optional<records::LpsReport>> lpss;
+    for (uint32_t d = 0; d < datacenters; ++d) {
+      lpss.push_back(Lps(d, 1000 + d, 40 + d, true, "0x01"));
+    }
+    const WanMeasurement wan =
+        LpsRunWanBytes(lpss, Global(123456, 2048), datacenters);
+    ASSERT_TRUE(wan.bytes.has_value());
+    // Not the global server's numbers, which are there too.
+    EXPECT_DOUBLE_EQ(wan.bytes->up,
+                     1000.0 * datacenters + datacenters * (datacenters - 1) / 2);
+    EXPECT_DOUBLE_EQ(wan.bytes->down,
+                     40.0 * datacenters + datacenters * (datacenters - 1) / 2);
+    EXPECT_EQ(wan.source, "update and answer payloads from the LPSs' reports");
+  }
 }
 
-TEST(ReadLogLinesTest, LinesOfAFileAndNothingForNoFile) {
-  const std::string path = ::testing::TempDir() + "/geo_report_log.txt";
-  std::ofstream(path) << "a\nb b\n\nlast";
-  EXPECT_THAT(ReadLogLines(path),
-              ::testing::ElementsAre("a", "b b", "", "last"));
-  EXPECT_TRUE(ReadLogLines(path + ".missing").empty());
+TEST(LpsRunWanBytesTest, SaysWhenAnLpsStoppedBeforeItsFinalRound) {
+  const WanMeasurement wan = LpsRunWanBytes(
+      {Lps(0, 100, 47, false, "0x02"), Lps(1, 1100, 1047, true, "0x03")},
+      std::nullopt, 2);
+  ASSERT_TRUE(wan.bytes.has_value());
+  EXPECT_DOUBLE_EQ(wan.bytes->up, 1200);
+  EXPECT_DOUBLE_EQ(wan.bytes->down, 1094);
+  EXPECT_THAT(wan.source, ::testing::HasSubstr("not every LPS finished"));
+}
+
+TEST(LpsRunWanBytesTest, TheGlobalServersWhenAnLpsLeftNone) {
+  const WanMeasurement wan = LpsRunWanBytes(
+      {Lps(0, 100, 47, true, "0x02"), std::nullopt}, Global(123456, 2048), 3);
+  ASSERT_TRUE(wan.bytes.has_value());
+  EXPECT_DOUBLE_EQ(wan.bytes->up, 123456);
+  EXPECT_DOUBLE_EQ(wan.bytes->down, 3 * 2048);
+  EXPECT_THAT(wan.source, ::testing::HasSubstr("global server's report"));
+
+  const WanMeasurement none =
+      LpsRunWanBytes({std::nullopt, std::nullopt}, std::nullopt, 2);
+  EXPECT_FALSE(none.bytes.has_value());
+  EXPECT_THAT(none.source, ::testing::HasSubstr("neither"));
+}
+
+TEST(LpsChecksumsTest, OnePerDataCenterEmptyWithoutAReport) {
+  EXPECT_THAT(LpsChecksums({Lps(0, 1, 1, true, "0x0123456789abcdef"),
+                            std::nullopt,
+                            Lps(2, 1, 1, false, "0xfedcba9876543210")}),
+              ::testing::ElementsAre("0x0123456789abcdef", "",
+                                     "0xfedcba9876543210"));
+  EXPECT_TRUE(LpsChecksums({}).empty());
+}
+
+// The reports are read from the files the servers write, wherever launch
+// told them to (ReportFileOf); what the servers log does not matter.
+TEST(ReportsInTest, ReadsTheFilesTheServersWrite) {
+  const std::string dir = ::testing::TempDir() + "/geo_report_reports";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(records::WriteLpsReport(ReportFileOf(dir, "lps/0"),
+                                      Lps(0, 1100, 1047, true, "0x03"))
+                  .ok());
+  ASSERT_TRUE(records::WriteGlobalServerReport(ReportFileOf(dir, "global"),
+                                               Global(99, 7))
+                  .ok());
+  // An LPS log whose lines say something else entirely: a renamed log
+  // message cannot change the report.
+  std::ofstream(dir + "/lps-0.log")
+      << "[lps/0] final synchronization done after 3 rounds: 5 B up, 5 B "
+         "down in all; final checksum 0x00000000000000ff\n";
+  const std::vector<std::optional<records::LpsReport>> lpss =
+      LpsReportsIn(dir, 2);
+  ASSERT_EQ(lpss.size(), 2u);
+  ASSERT_TRUE(lpss[0].has_value());
+  EXPECT_EQ(lpss[0]->wan_bytes_up, 1100u);
+  EXPECT_EQ(lpss[0]->param_checksum, "0x03");
+  EXPECT_FALSE(lpss[1].has_value());  // lps/1 left no report
+  const std::optional<records::GlobalServerReport> global =
+      GlobalServerReportIn(dir);
+  ASSERT_TRUE(global.has_value());
+  EXPECT_EQ(global->bytes_in, 99u);
+  EXPECT_FALSE(GlobalServerReportIn(dir + "/nowhere").has_value());
 }
 
 }  // namespace

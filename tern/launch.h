@@ -14,7 +14,10 @@
 //   global.port, lps-<d>.port    the same for the GS and the LPSs
 //   ps-<i>.log, worker-<i>.log   each child's output, stdout and stderr
 //   global.log, lps-<d>.log, wan-up.log, wan-down.log
-//   worker-<i>.jsonl   each worker's per-step records (worker/step_metrics.h)
+//   worker-<i>.jsonl   each worker's per-step records
+//                      (common/records/step_record.h)
+//   global.report.json, lps-<d>.report.json   what the GS and the LPSs
+//                      report as they stop (common/records/server_report.h)
 //   summary.json       the final summary (tern/run_summary.h)
 //
 // The parts, one file each: launch_flags.cc (the flags), console.h (what it

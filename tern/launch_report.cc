@@ -25,46 +25,20 @@ std::vector<std::vector<MetricsRecord>> ReadWorkerRecords(
   return records;
 }
 
-// gaia/weightgrad: the LPSs' checksums and what crossed their WAN links.
+// gaia/weightgrad: the LPSs' checksums and what crossed their WAN links,
+// from the servers' reports.
 void MeasureLpsRun(const LaunchContext& run, RunReport* report) {
   const uint32_t datacenters = run.options->geo.datacenters;
-  for (uint32_t d = 0; d < datacenters; ++d) {
-    report->lps_checksums.push_back(LastLpsChecksum(
-        ReadLogLines(run.children->LogOf(absl::StrCat("lps/", d)))));
+  const std::vector<std::optional<records::LpsReport>> lpss =
+      LpsReportsIn(run.out_dir, datacenters);
+  report->lps_checksums = LpsChecksums(lpss);
+  const WanMeasurement wan =
+      LpsRunWanBytes(lpss, GlobalServerReportIn(run.out_dir), datacenters);
+  if (wan.bytes.has_value()) {
+    report->wan_bytes_up = wan.bytes->up;
+    report->wan_bytes_down = wan.bytes->down;
   }
-  // The LPSs' own counts first: each is what one data center's link
-  // carried.
-  WanBytes lps_total;
-  uint32_t lps_counted = 0;
-  bool lps_complete = true;
-  for (uint32_t d = 0; d < datacenters; ++d) {
-    if (std::optional<LpsWanBytes> bytes = LpsLogWanBytes(
-            ReadLogLines(run.children->LogOf(absl::StrCat("lps/", d))))) {
-      lps_total.up += bytes->bytes.up;
-      lps_total.down += bytes->bytes.down;
-      lps_complete = lps_complete && bytes->complete;
-      ++lps_counted;
-    }
-  }
-  if (lps_counted == datacenters) {
-    report->wan_bytes_up = lps_total.up;
-    report->wan_bytes_down = lps_total.down;
-    report->wan_bytes_source =
-        lps_complete ? "update and answer payloads from the LPSs' final lines"
-                     : "update and answer payloads summed from the LPSs' round "
-                       "lines (not every LPS finished its final round)";
-  } else if (std::optional<WanBytes> bytes = GlobalServerWanBytes(
-                 ReadLogLines(run.children->LogOf("global")), datacenters)) {
-    report->wan_bytes_up = bytes->up;
-    report->wan_bytes_down = bytes->down;
-    report->wan_bytes_source =
-        "update and answer payloads from the global server's log (an "
-        "LPS log had no byte counts); down = data centers x one answer "
-        "per round";
-  } else {
-    report->wan_bytes_source =
-        "neither the LPSs' logs nor the global server's have byte counts";
-  }
+  report->wan_bytes_source = wan.source;
 }
 
 }  // namespace

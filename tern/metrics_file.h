@@ -1,5 +1,5 @@
 // Reading the per-step JSONL records that `tern worker` writes to
-// --metrics_out (the contract is in worker/step_metrics.h): `tern launch`
+// --metrics_out (the contract is in common/records/step_record.h): `tern launch`
 // follows worker 0's file for its progress display and reads every worker's
 // file for the run summary, with the same lenient reader: a worker that
 // crashed mid-line must not cost the summary of the lines before.
@@ -14,32 +14,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/records/step_record.h"
 
 namespace tern {
 
-// One record. Byte counts are doubles: JSON numbers, exact below 2^53.
-struct MetricsRecord {
-  uint32_t worker = 0;
-  uint64_t step = 0;
-  double loss = 0;  // NaN when the worker wrote null (a non-finite loss)
-  double lr = 0;
-  double push_bytes = 0;
-  double pull_bytes = 0;
-  double push_msg_bytes = 0;
-  double pull_msg_bytes = 0;
-  double fp32_bytes = 0;
-  double wall_s = 0;
-  double eval_s = 0;  // the step's evaluation, part of wall_s; 0 if absent
-  std::optional<double> test_accuracy;
-  std::optional<double> test_loss;
-  std::optional<std::string> param_checksum;
-  bool final = false;
-};
+// One record: the schema of common/records/step_record.h.
+using MetricsRecord = records::StepRecord;
 
-// Parses one line. INVALID_ARGUMENT when it is not a JSON object or a
-// required field ("worker", "step", "loss", the byte counts, "wall_s") is
-// missing or has the wrong type. Unknown fields are ignored: the worker may
-// add more.
+// Parses one line (records::ParseStepRecord): INVALID_ARGUMENT when it is
+// not a JSON object or a required field is missing or has the wrong type.
+// Unknown fields are ignored: the worker may add more.
 absl::StatusOr<MetricsRecord> ParseMetricsLine(absl::string_view line);
 
 // Follows a file that another process appends to. A line counts once its

@@ -8,62 +8,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
+#include "nlohmann/json.hpp"
 
 namespace tern {
 namespace {
 
-// JSON text of a string: quotes, backslashes and control characters escaped.
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+using Json = nlohmann::ordered_json;
 
 // JSON has no NaN or infinity: those become null.
-std::string JsonNumber(double value) {
-  if (!std::isfinite(value)) return "null";
-  return absl::StrFormat("%.10g", value);
+Json Number(double value) {
+  return std::isfinite(value) ? Json(value) : Json(nullptr);
 }
 
-std::string JsonNumber(const std::optional<double>& value) {
-  return value.has_value() ? JsonNumber(*value) : "null";
+Json Number(const std::optional<double>& value) {
+  return value.has_value() ? Number(*value) : Json(nullptr);
 }
 
-// Writes the members of one object in the order they are added.
-class JsonObject {
- public:
-  JsonObject& Raw(absl::string_view key, absl::string_view json) {
-    absl::StrAppend(&text_, text_.empty() ? "{\n  " : ",\n  ", JsonString(key),
-                    ": ", json);
-    return *this;
+// Checksums, "" (none) as null.
+Json Checksums(const std::vector<std::string>& checksums) {
+  Json list = Json::array();
+  for (const std::string& checksum : checksums) {
+    list.push_back(checksum.empty() ? Json(nullptr) : Json(checksum));
   }
-  std::string Done() const { return text_.empty() ? "{}" : text_ + "\n}"; }
-
- private:
-  std::string text_;
-};
+  return list;
+}
 
 // 1536 -> "1.50 KiB".
 std::string Bytes(double bytes) {
@@ -81,43 +49,28 @@ double Ratio(double numerator, double denominator) {
   return denominator > 0 ? numerator / denominator : 0;
 }
 
-std::string OptionalBytes(const std::optional<double>& bytes) {
-  return bytes.has_value() ? JsonNumber(*bytes) : "null";
-}
-
 // The "geo" member: null for a plain launch.
-std::string GeoJson(const RunReport& report) {
-  if (report.geo_mode.empty()) return "null";
+Json GeoJson(const RunReport& report) {
+  if (report.geo_mode.empty()) return nullptr;
   std::optional<double> total;
   if (report.wan_bytes_up.has_value() && report.wan_bytes_down.has_value()) {
     total = *report.wan_bytes_up + *report.wan_bytes_down;
   }
-  std::vector<std::string> checksums;
-  for (const std::string& checksum : report.lps_checksums) {
-    checksums.push_back(checksum.empty() ? "null" : JsonString(checksum));
-  }
-  std::string json =
-      JsonObject()
-          .Raw("mode", JsonString(report.geo_mode))
-          .Raw("datacenters", absl::StrCat(report.datacenters))
-          .Raw("workers_per_dc", absl::StrCat(report.workers_per_dc))
-          .Raw("emulate_wan", report.emulate_wan ? "true" : "false")
-          .Raw("wan_mbit",
-               report.wan_mbit > 0 ? JsonNumber(report.wan_mbit) : "null")
-          .Raw("wan_bytes", OptionalBytes(total))
-          .Raw("wan_bytes_up", OptionalBytes(report.wan_bytes_up))
-          .Raw("wan_bytes_down", OptionalBytes(report.wan_bytes_down))
-          .Raw("wan_bytes_source", JsonString(report.wan_bytes_source))
-          .Raw("lps_checksums",
-               report.lps_mode
-                   ? absl::StrCat("[", absl::StrJoin(checksums, ", "), "]")
-                   : "null")
-          .Raw("lps_checksums_agree",
-               report.lps_mode ? (LpsChecksumsAgree(report) ? "true" : "false")
-                               : "null")
-          .Done();
-  // Nested one level deeper than the summary's own members.
-  return absl::StrReplaceAll(json, {{"\n", "\n  "}});
+  return {
+      {"mode", report.geo_mode},
+      {"datacenters", report.datacenters},
+      {"workers_per_dc", report.workers_per_dc},
+      {"emulate_wan", report.emulate_wan},
+      {"wan_mbit", report.wan_mbit > 0 ? Number(report.wan_mbit) : nullptr},
+      {"wan_bytes", Number(total)},
+      {"wan_bytes_up", Number(report.wan_bytes_up)},
+      {"wan_bytes_down", Number(report.wan_bytes_down)},
+      {"wan_bytes_source", report.wan_bytes_source},
+      {"lps_checksums",
+       report.lps_mode ? Checksums(report.lps_checksums) : nullptr},
+      {"lps_checksums_agree",
+       report.lps_mode ? Json(LpsChecksumsAgree(report)) : nullptr},
+  };
 }
 
 // The lines a target accuracy and a geo run add to the printed summary.
@@ -263,63 +216,49 @@ bool LpsChecksumsAgree(const RunReport& report) {
 std::string SummaryJson(const LaunchOutcome& outcome,
                         const TrainingSummary& training,
                         const RunReport& report) {
-  std::vector<std::string> checksums;
-  for (const std::string& checksum : training.final_checksums) {
-    checksums.push_back(checksum.empty() ? "null" : JsonString(checksum));
-  }
-  std::vector<std::string> children;
+  Json children = Json::array();
   for (const auto& [name, exit] : outcome.children) {
-    children.push_back(absl::StrCat("{\"name\": ", JsonString(name),
-                                    ", \"exit\": ", JsonString(exit), "}"));
+    children.push_back({{"name", name}, {"exit", exit}});
   }
-  return JsonObject()
-             .Raw("status", JsonString(RunStatusName(outcome.status)))
-             .Raw("exit_code", absl::StrCat(outcome.exit_code))
-             .Raw("failed_child", JsonString(outcome.failed_child))
-             .Raw("failure", JsonString(outcome.failure))
-             .Raw("out_dir", JsonString(outcome.out_dir))
-             .Raw("shards", absl::StrCat(outcome.shards))
-             .Raw("workers", absl::StrCat(outcome.workers))
-             .Raw("total_steps", absl::StrCat(outcome.total_steps))
-             .Raw("wall_s", JsonNumber(outcome.wall_s))
-             .Raw("workers_reporting", absl::StrCat(training.workers_reporting))
-             .Raw("workers_finished", absl::StrCat(training.workers_finished))
-             .Raw("steps", absl::StrCat(training.steps))
-             .Raw("train_s", JsonNumber(training.train_s))
-             .Raw("steps_per_s", JsonNumber(training.steps_per_s))
-             .Raw("final_loss", JsonNumber(training.final_loss))
-             .Raw("final_test_accuracy",
-                  JsonNumber(training.final_test_accuracy))
-             .Raw("final_test_loss", JsonNumber(training.final_test_loss))
-             .Raw("push_bytes_per_step",
-                  JsonNumber(training.push_bytes_per_step))
-             .Raw("pull_bytes_per_step",
-                  JsonNumber(training.pull_bytes_per_step))
-             .Raw("push_msg_bytes_per_step",
-                  JsonNumber(training.push_msg_bytes_per_step))
-             .Raw("pull_msg_bytes_per_step",
-                  JsonNumber(training.pull_msg_bytes_per_step))
-             .Raw("fp32_bytes_per_step",
-                  JsonNumber(training.fp32_bytes_per_step))
-             .Raw("push_ratio_vs_fp32", JsonNumber(training.push_ratio_vs_fp32))
-             .Raw("pull_ratio_vs_fp32", JsonNumber(training.pull_ratio_vs_fp32))
-             .Raw("param_checksums",
-                  absl::StrCat("[", absl::StrJoin(checksums, ", "), "]"))
-             .Raw("checksums_agree",
-                  training.checksums_agree ? "true" : "false")
-             .Raw("children",
-                  absl::StrCat("[", absl::StrJoin(children, ", "), "]"))
-             .Raw("target_accuracy", report.target_accuracy > 0
-                                         ? JsonNumber(report.target_accuracy)
-                                         : "null")
-             .Raw("time_to_target_s", JsonNumber(report.time_to_target_s))
-             .Raw("step_to_target", report.step_to_target.has_value()
-                                        ? absl::StrCat(*report.step_to_target)
-                                        : "null")
-             .Raw("job_wall_s", JsonNumber(report.job_wall_s))
-             .Raw("geo", GeoJson(report))
-             .Done() +
-         "\n";
+  const Json json = {
+      {"status", RunStatusName(outcome.status)},
+      {"exit_code", outcome.exit_code},
+      {"failed_child", outcome.failed_child},
+      {"failure", outcome.failure},
+      {"out_dir", outcome.out_dir},
+      {"shards", outcome.shards},
+      {"workers", outcome.workers},
+      {"total_steps", outcome.total_steps},
+      {"wall_s", Number(outcome.wall_s)},
+      {"workers_reporting", training.workers_reporting},
+      {"workers_finished", training.workers_finished},
+      {"steps", training.steps},
+      {"train_s", Number(training.train_s)},
+      {"steps_per_s", Number(training.steps_per_s)},
+      {"final_loss", Number(training.final_loss)},
+      {"final_test_accuracy", Number(training.final_test_accuracy)},
+      {"final_test_loss", Number(training.final_test_loss)},
+      {"push_bytes_per_step", Number(training.push_bytes_per_step)},
+      {"pull_bytes_per_step", Number(training.pull_bytes_per_step)},
+      {"push_msg_bytes_per_step", Number(training.push_msg_bytes_per_step)},
+      {"pull_msg_bytes_per_step", Number(training.pull_msg_bytes_per_step)},
+      {"fp32_bytes_per_step", Number(training.fp32_bytes_per_step)},
+      {"push_ratio_vs_fp32", Number(training.push_ratio_vs_fp32)},
+      {"pull_ratio_vs_fp32", Number(training.pull_ratio_vs_fp32)},
+      {"param_checksums", Checksums(training.final_checksums)},
+      {"checksums_agree", training.checksums_agree},
+      {"children", children},
+      {"target_accuracy",
+       report.target_accuracy > 0 ? Number(report.target_accuracy) : nullptr},
+      {"time_to_target_s", Number(report.time_to_target_s)},
+      {"step_to_target", report.step_to_target.has_value()
+                             ? Json(*report.step_to_target)
+                             : Json(nullptr)},
+      {"job_wall_s", Number(report.job_wall_s)},
+      {"geo", GeoJson(report)},
+  };
+  // Invalid UTF-8 (a child's odd name) is replaced, never thrown.
+  return json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string SummaryText(const LaunchOutcome& outcome,

@@ -1,10 +1,13 @@
 #include "tern/run_summary.h"
 
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace tern {
 namespace {
@@ -12,6 +15,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using Json = nlohmann::ordered_json;
+
+// summary.json as a reader sees it; a test failure when it does not parse.
+Json Parse(const std::string& text) {
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(json.is_object()) << text;
+  return json;
+}
 
 // A worker's run of `steps` steps; push and pull bytes change from step to
 // step so that a mean differs from the first or last value.
@@ -111,29 +122,37 @@ TEST(SummaryJsonTest, WritesEveryFieldAndEscapes) {
   outcome.workers = 2;
   outcome.total_steps = 4;
   outcome.children = {{"ps/0", "killed by signal 15 (Terminated)"}};
-  const std::string json =
+  const std::string text =
       SummaryJson(outcome, Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")}));
-  EXPECT_THAT(json, HasSubstr(R"("status": "failed")"));
-  EXPECT_THAT(json, HasSubstr(R"("exit_code": 1)"));
-  EXPECT_THAT(json, HasSubstr(R"("failed_child": "worker/1")"));
-  EXPECT_THAT(json, HasSubstr(R"("out_dir": "runs/a \"quoted\"\\dir")"));
-  EXPECT_THAT(json, HasSubstr(R"("final_test_accuracy": 0.75)"));
-  EXPECT_THAT(json, HasSubstr(R"("push_bytes_per_step": 115)"));
-  EXPECT_THAT(json, HasSubstr(R"("push_ratio_vs_fp32": 13.91304348)"));
-  EXPECT_THAT(json, HasSubstr(R"("param_checksums": ["0xab", "0xab"])"));
-  EXPECT_THAT(json, HasSubstr(R"("checksums_agree": true)"));
-  EXPECT_THAT(json, HasSubstr(R"j("children": [{"name": "ps/0", "exit": )j"
-                              R"j("killed by signal 15 (Terminated)"}])j"));
-  EXPECT_EQ(json.front(), '{');
-  EXPECT_EQ(json.substr(json.size() - 2), "}\n");
+  // What tests/launch_test.sh greps for.
+  EXPECT_THAT(text, HasSubstr(R"("status": "failed")"));
+  EXPECT_EQ(text.front(), '{');
+  EXPECT_EQ(text.substr(text.size() - 2), "}\n");
+  const Json json = Parse(text);
+  EXPECT_EQ(json["status"], "failed");
+  EXPECT_EQ(json["exit_code"], 1);
+  EXPECT_EQ(json["failed_child"], "worker/1");
+  EXPECT_EQ(json["out_dir"], "runs/a \"quoted\"\\dir");
+  EXPECT_EQ(json["final_test_accuracy"], 0.75);
+  EXPECT_EQ(json["push_bytes_per_step"], 115);
+  EXPECT_NEAR(json["push_ratio_vs_fp32"].get<double>(), 1600.0 / 115, 1e-9);
+  EXPECT_EQ(json["param_checksums"], Json({"0xab", "0xab"}));
+  EXPECT_EQ(json["checksums_agree"], true);
+  EXPECT_EQ(json["children"],
+            Json::parse(R"j([{"name": "ps/0", "exit": )j"
+                        R"j("killed by signal 15 (Terminated)"}])j"));
+  // The keys keep their documented order.
+  EXPECT_EQ(json.begin().key(), "status");
+  EXPECT_LT(text.find("\"exit_code\""), text.find("\"geo\""));
 }
 
 TEST(SummaryJsonTest, MissingValuesAreNull) {
-  const std::string json = SummaryJson(LaunchOutcome(), Summarize({{}}));
-  EXPECT_THAT(json, HasSubstr(R"("final_test_accuracy": null)"));
-  EXPECT_THAT(json, HasSubstr(R"("final_loss": null)"));
-  EXPECT_THAT(json, HasSubstr(R"("param_checksums": [null])"));
-  EXPECT_THAT(json, HasSubstr(R"("checksums_agree": false)"));
+  const Json json = Parse(SummaryJson(LaunchOutcome(), Summarize({{}})));
+  EXPECT_TRUE(json["final_test_accuracy"].is_null());
+  EXPECT_TRUE(json["final_loss"].is_null());
+  EXPECT_EQ(json["param_checksums"], Json::parse("[null]"));
+  EXPECT_EQ(json["checksums_agree"], false);
+  EXPECT_EQ(json["status"], "ok");
 }
 
 TEST(SummaryTextTest, SaysWhatAHumanNeeds) {
@@ -153,10 +172,10 @@ TEST(SummaryTextTest, SaysWhatAHumanNeeds) {
 }
 
 TEST(RunReportTest, PlainLaunchAddsOnlyNulls) {
-  const std::string json = SummaryJson(LaunchOutcome(), Summarize({{}}));
-  EXPECT_THAT(json, HasSubstr(R"("target_accuracy": null)"));
-  EXPECT_THAT(json, HasSubstr(R"("time_to_target_s": null)"));
-  EXPECT_THAT(json, HasSubstr(R"("geo": null)"));
+  const Json json = Parse(SummaryJson(LaunchOutcome(), Summarize({{}})));
+  EXPECT_TRUE(json["target_accuracy"].is_null());
+  EXPECT_TRUE(json["time_to_target_s"].is_null());
+  EXPECT_TRUE(json["geo"].is_null());
   const std::string text = SummaryText(LaunchOutcome(), Summarize({{}}));
   EXPECT_THAT(text, Not(HasSubstr("WAN")));
   EXPECT_THAT(text, Not(HasSubstr("time to")));
@@ -178,15 +197,18 @@ TEST(RunReportTest, GeoRunWithWanBytesAndTarget) {
   report.wan_bytes_source = "the workers' messages";
   const TrainingSummary training =
       Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")});
-  const std::string json = SummaryJson(LaunchOutcome(), training, report);
-  EXPECT_THAT(json, HasSubstr(R"("target_accuracy": 0.8)"));
-  EXPECT_THAT(json, HasSubstr(R"("time_to_target_s": 12.5)"));
-  EXPECT_THAT(json, HasSubstr(R"("step_to_target": 99)"));
-  EXPECT_THAT(json, HasSubstr(R"("job_wall_s": 30)"));
-  EXPECT_THAT(json, HasSubstr(R"("mode": "terngrad")"));
-  EXPECT_THAT(json, HasSubstr(R"("wan_bytes": 4194304)"));
-  EXPECT_THAT(json, HasSubstr(R"("wan_bytes_up": 3145728)"));
-  EXPECT_THAT(json, HasSubstr(R"("lps_checksums": null)"));
+  const Json json = Parse(SummaryJson(LaunchOutcome(), training, report));
+  EXPECT_EQ(json["target_accuracy"], 0.8);
+  EXPECT_EQ(json["time_to_target_s"], 12.5);
+  EXPECT_EQ(json["step_to_target"], 99);
+  EXPECT_EQ(json["job_wall_s"], 30);
+  EXPECT_EQ(json["geo"]["mode"], "terngrad");
+  EXPECT_EQ(json["geo"]["datacenters"], 3);
+  EXPECT_EQ(json["geo"]["wan_mbit"], 100);
+  EXPECT_EQ(json["geo"]["wan_bytes"], 4194304);
+  EXPECT_EQ(json["geo"]["wan_bytes_up"], 3145728);
+  EXPECT_EQ(json["geo"]["wan_bytes_down"], 1048576);
+  EXPECT_TRUE(json["geo"]["lps_checksums"].is_null());
   const std::string text = SummaryText(LaunchOutcome(), training, report);
   EXPECT_THAT(text, HasSubstr("time to 80.00%  12.5 s (step 99, worker 0)"));
   EXPECT_THAT(text, HasSubstr("terngrad, 3 data center(s) x 2 worker(s), "
@@ -214,10 +236,11 @@ TEST(RunReportTest, LpsModeComparesLpsChecksumsAndSaysWhyBytesAreMissing) {
   EXPECT_THAT(text, HasSubstr("WAN bytes       unavailable (no log)"));
   EXPECT_THAT(text, HasSubstr("time to 99.00%  not reached"));
   EXPECT_THAT(text, HasSubstr("on loopback"));
-  const std::string json = SummaryJson(LaunchOutcome(), training, report);
-  EXPECT_THAT(json, HasSubstr(R"("wan_bytes": null)"));
-  EXPECT_THAT(json, HasSubstr(R"("lps_checksums_agree": true)"));
-  EXPECT_THAT(json, HasSubstr(R"("time_to_target_s": null)"));
+  const Json json = Parse(SummaryJson(LaunchOutcome(), training, report));
+  EXPECT_TRUE(json["geo"]["wan_bytes"].is_null());
+  EXPECT_EQ(json["geo"]["lps_checksums"], Json({"0x01", "0x01"}));
+  EXPECT_EQ(json["geo"]["lps_checksums_agree"], true);
+  EXPECT_TRUE(json["time_to_target_s"].is_null());
 
   report.lps_checksums = {"0x01", ""};
   EXPECT_FALSE(LpsChecksumsAgree(report));
@@ -227,6 +250,28 @@ TEST(RunReportTest, LpsModeComparesLpsChecksumsAndSaysWhyBytesAreMissing) {
   EXPECT_FALSE(LpsChecksumsAgree(report));
   report.lps_checksums = {};
   EXPECT_FALSE(LpsChecksumsAgree(report));
+}
+
+TEST(LaunchOutcomeTest, TheFirstEndDecides) {
+  LaunchOutcome outcome;
+  EXPECT_TRUE(outcome.ok());
+  EXPECT_STREQ(RunStatusName(outcome.status), "ok");
+  outcome.Fail("ps/1", "exit code 3", 1);
+  outcome.Fail("worker/0", "exit code 143", 143);
+  outcome.Interrupt(SIGINT);
+  EXPECT_EQ(outcome.status, RunStatus::kFailed);
+  EXPECT_STREQ(RunStatusName(outcome.status), "failed");
+  EXPECT_EQ(outcome.failed_child, "ps/1");
+  EXPECT_EQ(outcome.failure, "exit code 3");
+  EXPECT_EQ(outcome.exit_code, 1);
+
+  LaunchOutcome interrupted;
+  interrupted.Interrupt(SIGINT);
+  interrupted.Fail("ps/1", "exit code 3", 1);
+  EXPECT_EQ(interrupted.status, RunStatus::kInterrupted);
+  EXPECT_STREQ(RunStatusName(interrupted.status), "interrupted");
+  EXPECT_EQ(interrupted.exit_code, 128 + SIGINT);
+  EXPECT_EQ(interrupted.failed_child, "");
 }
 
 }  // namespace

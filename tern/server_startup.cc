@@ -130,7 +130,9 @@ void StartLpss(const LaunchContext& run, uint32_t gs_port,
     const std::string name = absl::StrCat("lps/", d);
     const std::string port_file = PortFileOf(run.out_dir, name);
     lpss.push_back({name, DcRegion(d),
-                    LpsArgs(options, d, *gs_address, port_file), port_file});
+                    LpsArgs(options, d, *gs_address, port_file,
+                            ReportFileOf(run.out_dir, name)),
+                    port_file});
   }
   run.console->Note(absl::StrCat("global server serving on port ", gs_port));
   std::optional<std::vector<uint32_t>> lps_ports =
@@ -153,7 +155,10 @@ void StartGlobalServerAndLpss(const LaunchContext& run,
   const std::string port_file = PortFileOf(run.out_dir, name);
   std::optional<std::vector<uint32_t>> gs_port = StartAndAwait(
       run,
-      {{name, kGsRegion, GlobalServerArgs(*run.options, port_file), port_file}},
+      {{name, kGsRegion,
+        GlobalServerArgs(*run.options, port_file,
+                         ReportFileOf(run.out_dir, name)),
+        port_file}},
       &started->first_tier);
   if (gs_port.has_value()) StartLpss(run, gs_port->front(), started);
 }

@@ -1,49 +1,38 @@
 #include "worker/step_metrics.h"
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/records/step_record.h"
 #include "worker/fingerprint.h"
 
 namespace tern::worker {
-namespace {
-
-// %.9g keeps every float32 exactly and reads naturally for doubles.
-std::string Number(double value) {
-  if (!std::isfinite(value)) return "null";
-  return absl::StrFormat("%.9g", value);
-}
-
-}  // namespace
 
 std::string StepRecordJson(const StepRecord& r) {
-  std::string out = absl::StrCat(
-      "{\"worker\":", r.worker, ",\"step\":", r.step,
-      ",\"loss\":", Number(r.loss), ",\"lr\":", Number(r.lr),
-      ",\"push_bytes\":", r.push_bytes, ",\"pull_bytes\":", r.pull_bytes,
-      ",\"push_msg_bytes\":", r.push_msg_bytes,
-      ",\"pull_msg_bytes\":", r.pull_msg_bytes,
-      ",\"fp32_bytes\":", r.fp32_bytes, ",\"compute_s\":", Number(r.compute_s),
-      ",\"encode_s\":", Number(r.encode_s),
-      ",\"network_s\":", Number(r.network_s),
-      ",\"decode_s\":", Number(r.decode_s), ",\"eval_s\":", Number(r.eval_s),
-      ",\"wall_s\":", Number(r.wall_s));
-  if (r.test_accuracy.has_value()) {
-    absl::StrAppend(&out, ",\"test_accuracy\":", Number(*r.test_accuracy));
-  }
-  if (r.test_loss.has_value()) {
-    absl::StrAppend(&out, ",\"test_loss\":", Number(*r.test_loss));
-  }
+  records::StepRecord out;
+  out.worker = r.worker;
+  out.step = r.step;
+  out.loss = r.loss;
+  out.lr = r.lr;
+  out.push_bytes = r.push_bytes;
+  out.pull_bytes = r.pull_bytes;
+  out.push_msg_bytes = r.push_msg_bytes;
+  out.pull_msg_bytes = r.pull_msg_bytes;
+  out.fp32_bytes = r.fp32_bytes;
+  out.compute_s = r.compute_s;
+  out.encode_s = r.encode_s;
+  out.network_s = r.network_s;
+  out.decode_s = r.decode_s;
+  out.eval_s = r.eval_s;
+  out.wall_s = r.wall_s;
+  out.test_accuracy = r.test_accuracy;
+  out.test_loss = r.test_loss;
   if (r.param_checksum.has_value()) {
-    absl::StrAppend(&out, ",\"param_checksum\":\"",
-                    FormatChecksum(*r.param_checksum), "\"");
+    out.param_checksum = FormatChecksum(*r.param_checksum);
   }
-  if (r.final) absl::StrAppend(&out, ",\"final\":true");
-  out.push_back('}');
-  return out;
+  out.final = r.final;
+  return records::StepRecordLine(out);
 }
 
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(

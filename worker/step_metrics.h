@@ -1,21 +1,7 @@
 // The per-step JSONL record of `tern worker` (--metrics_out; DESIGN section
-// 8): one JSON object per line, read by `tern launch`, `tern plot` and the
-// tests. Field names and meanings are a contract:
-//
-//   worker, step              who and which step (from 0)
-//   loss, lr                  the local batch loss and the step's rate
-//   push_bytes, pull_bytes    codec payload bytes (data + 4 per scaler),
-//                             summed over all shards for this step
-//   push_msg_bytes,           serialized sizes of the ShareScalers and
-//   pull_msg_bytes            PushPull requests / responses
-//   fp32_bytes                4 * number of parameters (what fp32 would send)
-//   compute_s, encode_s,      seconds spent in forward+backward, in
-//   network_s, decode_s       statistics+encoding, waiting for the shards,
-//                             decoding+optimizer
-//   wall_s                    seconds since training began
-//   test_accuracy, test_loss  only when the test set was evaluated
-//   param_checksum            only when computed: "0x" + 16 hex digits
-//   final                     true on the last record of a run
+// 8), as the training loop fills it, and the writer of its file. The
+// record's JSON schema (field names, meanings, what absent means) is
+// common/records/step_record.h, which `tern launch` reads with too.
 #ifndef TERN_WORKER_STEP_METRICS_H_
 #define TERN_WORKER_STEP_METRICS_H_
 
@@ -53,8 +39,8 @@ struct StepRecord {
   bool final = false;
 };
 
-// One line of JSON, without the newline. Non-finite numbers (which JSON
-// cannot carry) are written as null.
+// One line of JSON, without the newline (records::StepRecordLine of the
+// record, its checksum as "0x" + 16 hex digits).
 std::string StepRecordJson(const StepRecord& record);
 
 // Appends records to a file, one line each, flushed per record so a reader

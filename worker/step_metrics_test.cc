@@ -31,7 +31,7 @@ TEST(StepRecordJsonTest, WritesEveryContractFieldInOrder) {
             "\"push_bytes\":100,\"pull_bytes\":200,\"push_msg_bytes\":150,"
             "\"pull_msg_bytes\":260,\"fp32_bytes\":4000,\"compute_s\":0.5,"
             "\"encode_s\":0.125,\"network_s\":1.5,\"decode_s\":0.0625,"
-            "\"eval_s\":2.5,\"wall_s\":12}");
+            "\"eval_s\":2.5,\"wall_s\":12.0}");
 }
 
 TEST(StepRecordJsonTest, OptionalFieldsAppearOnlyWhenSet) {
