@@ -10,6 +10,7 @@
 #include "common/lr_schedule.h"
 #include "common/partitioner.h"
 #include "common/philox.h"
+#include "core/payload_validation.h"
 #include "kernels/codec_registry.h"
 
 namespace tern::server {
@@ -472,21 +473,20 @@ absl::StatusOr<bool> LocalPs::Apply(const PushRequest& request) {
     }
     const bool fp32 = gradient_codec_ == nullptr || fp32_chunk_[key];
     const kernels::Codec& codec = fp32 ? *fp32_codec_ : *gradient_codec_;
-    const kernels::CodecId want =
-        fp32 ? kernels::CodecId::kFp32 : kernels::CodecId::kTernGrad;
-    if (chunk.payload.codec != want) {
-      return invalid(absl::StrCat("codec ",
-                                  kernels::CodecName(chunk.payload.codec),
-                                  ", want ", kernels::CodecName(want)));
-    }
-    if (chunk.payload.num_elements != chunk_elements_[key]) {
-      return invalid(absl::StrCat(chunk.payload.num_elements,
-                                  " elements, want ", chunk_elements_[key]));
-    }
+    core::PayloadExpectation expect;
+    expect.codec = fp32 ? kernels::CodecId::kFp32 : kernels::CodecId::kTernGrad;
+    expect.num_elements = chunk_elements_[key];
+    expect.reader = "this LPS";
     gradients[key].resize(chunk_elements_[key]);
-    absl::Status decoded =
-        codec.Decode(chunk.payload, absl::MakeSpan(gradients[key]));
-    if (!decoded.ok()) return invalid(std::string(decoded.message()));
+    // Header first (codec, format version, size, summands, scalers), then
+    // the bytes, decoded once; a NaN/Inf gradient is refused here, before
+    // any chunk of the push is applied.
+    absl::Status valid = core::ValidatePayload(chunk.payload, expect);
+    if (valid.ok()) {
+      valid = core::DecodeFinite(codec, chunk.payload,
+                                 absl::MakeSpan(gradients[key]));
+    }
+    if (!valid.ok()) return invalid(std::string(valid.message()));
   }
   bool retry = false;
   for (uint32_t key = 0; key < num_chunks; ++key) {

@@ -1,7 +1,11 @@
 #include "server/local_ps.h"
 
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -157,6 +161,49 @@ TEST_F(LocalPsTest, AppliesEachGradientAtOnceAndAnswersWithTheWeights) {
   const std::vector<float> w = Decode((*second->value())->chunks[1].payload);
   EXPECT_EQ(w[3], (weights_[1][3] - kLr * 1.0f) - kLr * 2.0f);
   EXPECT_EQ(lps->completed_steps(), 1u);
+}
+
+// A push the LPS cannot read is refused whole, naming the step, chunk,
+// worker and field, and leaves the weights as they were: the same
+// worker's valid push afterwards is the step's first gradient.
+TEST_F(LocalPsTest, RefusesPushesItCannotReadAndAppliesNothingOfThem) {
+  std::unique_ptr<LocalPs> lps = MakeLps(/*global=*/false);
+  JoinBoth(*lps);
+  struct Bad {
+    std::function<void(kernels::Payload&)> spoil;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {[](kernels::Payload& p) { p.format_version = 2; },
+       "step 0: chunk 1 of worker 0: format version 2 is not supported "
+       "(this LPS reads 1)"},
+      {[](kernels::Payload& p) { p.format_version = 0; },
+       "format version 0 is not supported"},
+      {[](kernels::Payload& p) { p.num_summands = 2; }, "num_summands 2"},
+      {[](kernels::Payload& p) { p.num_elements += 1; },
+       "6 elements, but the chunk has 5"},
+      {[](kernels::Payload& p) {
+         const float nan = std::nanf("");
+         std::memcpy(p.data.data(), &nan, sizeof(nan));  // fp32: raw floats
+       },
+       "element 0 is nan"},
+  };
+  for (const Bad& b : bad) {
+    PushRequest request = Push(0, 0, 1.0f);
+    b.spoil(request.chunks[1].payload);  // chunk 0 is valid: not applied
+    auto answer = PushAsync(*lps, request);
+    ASSERT_TRUE(answer->has_value()) << b.message;
+    EXPECT_TRUE(absl::IsInvalidArgument(answer->value().status()))
+        << answer->value().status();
+    EXPECT_NE(answer->value().status().message().find(b.message),
+              std::string::npos)
+        << answer->value().status();
+  }
+  auto good = PushAsync(*lps, Push(0, 0, 1.0f));
+  ASSERT_TRUE(good->has_value() && good->value().ok());
+  const std::vector<float> w = Decode((*good->value())->chunks[0].payload);
+  EXPECT_EQ(w[0], weights_[0][0] - kLr * 1.0f);
+  EXPECT_EQ(lps->completed_steps(), 0u);
 }
 
 TEST_F(LocalPsTest, HoldsAWorkerThatLeadsUntilTheStepCompletes) {
