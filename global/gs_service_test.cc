@@ -1,3 +1,4 @@
+#include "common/net/credentials.h"
 #include "global/gs_service.h"
 
 #include <chrono>
@@ -43,8 +44,9 @@ class InProcessGs {
     aggregator_ = *RoundAggregator::Create(options, MakeNullLogger());
     service_ = std::make_unique<GsService>(aggregator_.get(), MakeNullLogger());
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort(
+        "127.0.0.1:0",
+        net::ServerCredentials(net::TransportSecurity::Insecure()), &port_);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ticker_ = std::thread([this] {
@@ -64,7 +66,8 @@ class InProcessGs {
 
   std::unique_ptr<tern::v1::GlobalServer::Stub> NewStub() const {
     return tern::v1::GlobalServer::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+        absl::StrCat("127.0.0.1:", port_),
+        net::ChannelCredentials(net::TransportSecurity::Insecure())));
   }
 
  private:

@@ -6,9 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "grpcpp/channel.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
+#include "common/net/backoff.h"
+#include "common/net/channel.h"
 #include "server/wire.h"
 
 namespace tern::server {
@@ -27,11 +26,10 @@ bool Transient(const absl::Status& status) {
 
 GsLink::GsLink(GsLinkOptions options, LocalPs* lps, Logger logger)
     : options_(std::move(options)), lps_(lps), logger_(std::move(logger)) {
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  arguments.SetMaxSendMessageSize(options_.max_message_bytes);
-  stub_ = tern::v1::GlobalServer::NewStub(grpc::CreateCustomChannel(
-      options_.address, grpc::InsecureChannelCredentials(), arguments));
+  net::ChannelOptions channel_options;
+  channel_options.max_message_bytes = options_.max_message_bytes;
+  stub_ = tern::v1::GlobalServer::NewStub(
+      net::CreateChannel(options_.address, channel_options));
 }
 
 GsLink::~GsLink() { Stop(); }
@@ -41,9 +39,9 @@ void GsLink::Start() {
 }
 
 void GsLink::Stop() {
-  stop_ = true;
   {
     absl::MutexLock lock(&mu_);
+    if (!stop_.HasBeenNotified()) stop_.Notify();
     if (current_ != nullptr) current_->TryCancel();
   }
   if (thread_.joinable()) thread_.join();
@@ -60,7 +58,7 @@ absl::Status GsLink::Attempt(absl::Duration deadline, Call call) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   {
     absl::MutexLock lock(&mu_);
-    if (stop_) return absl::CancelledError("stopping");
+    if (stop_.HasBeenNotified()) return absl::CancelledError("stopping");
     current_ = &context;
   }
   const grpc::Status status = call(&context);
@@ -82,8 +80,7 @@ absl::StatusOr<tern::v1::RegisterResponse> GsLink::Register(
       static_cast<tern::v1::Codec>(registration.update_codec));
   request.set_update_layout(
       static_cast<tern::v1::Layout>(registration.update_layout));
-  const absl::Time give_up = absl::Now() + options_.give_up;
-  absl::Duration backoff = kFirstBackoff;
+  net::Backoff backoff(options_.give_up, kFirstBackoff, kMaxBackoff);
   while (true) {
     tern::v1::RegisterResponse response;
     const absl::Status status =
@@ -91,12 +88,9 @@ absl::StatusOr<tern::v1::RegisterResponse> GsLink::Register(
           return stub_->Register(context, request, &response);
         });
     if (status.ok()) return response;
-    if (!Transient(status) || stop_ || absl::Now() + backoff > give_up) {
-      return status;
-    }
+    if (!Transient(status)) return status;
     logger_->debug("Register: {}; retrying", std::string(status.message()));
-    absl::SleepFor(backoff);
-    backoff = std::min(2 * backoff, kMaxBackoff);
+    if (!backoff.Wait(&stop_)) return status;
   }
 }
 
@@ -109,8 +103,7 @@ absl::StatusOr<GsAnswer> GsLink::Sync(const SyncRound& round) {
     wire->set_chunk_key(update.chunk_key);
     PayloadToWire(update.payload, wire->mutable_payload());
   }
-  const absl::Time give_up = absl::Now() + options_.give_up;
-  absl::Duration backoff = kFirstBackoff;
+  net::Backoff backoff(options_.give_up, kFirstBackoff, kMaxBackoff);
   while (true) {
     tern::v1::SyncRoundResponse response;
     absl::Status status =
@@ -135,20 +128,17 @@ absl::StatusOr<GsAnswer> GsLink::Sync(const SyncRound& round) {
       }
       return answer;
     }
-    if (!Transient(status) || stop_ || absl::Now() + backoff > give_up) {
-      return status;
-    }
+    if (!Transient(status)) return status;
     logger_->warn("round {}: {}; retrying", round.round,
                   std::string(status.message()));
-    absl::SleepFor(backoff);
-    backoff = std::min(2 * backoff, kMaxBackoff);
+    if (!backoff.Wait(&stop_)) return status;
   }
 }
 
 absl::Status GsLink::RunRounds() {
   std::optional<GsRegistration> registration;
   while (!registration.has_value()) {
-    if (stop_) return absl::OkStatus();
+    if (stop_.HasBeenNotified()) return absl::OkStatus();
     absl::StatusOr<std::optional<GsRegistration>> ready =
         lps_->WaitForRegistration(kPoll);
     if (!ready.ok()) return absl::OkStatus();  // closed or failed already
@@ -175,7 +165,7 @@ absl::Status GsLink::RunRounds() {
       "{}s, hold timeout {}s, max lag {}",
       options_.datacenter, options_.num_datacenters, registered->t_global_s(),
       registered->hold_timeout_s(), registered->max_lag());
-  while (!stop_) {
+  while (!stop_.HasBeenNotified()) {
     absl::StatusOr<std::optional<SyncRound>> next = lps_->NextRound(kPoll);
     if (absl::IsCancelled(next.status())) return absl::OkStatus();  // done
     if (!next.ok()) return absl::OkStatus();  // closed or failed already
@@ -183,7 +173,7 @@ absl::Status GsLink::RunRounds() {
     const SyncRound& round = **next;
     const absl::Time sent = absl::Now();
     absl::StatusOr<GsAnswer> answer = Sync(round);
-    if (stop_) return absl::OkStatus();
+    if (stop_.HasBeenNotified()) return absl::OkStatus();
     if (!answer.ok()) {
       return absl::Status(
           answer.status().code(),

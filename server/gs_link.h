@@ -8,13 +8,15 @@
 // that is restarting), at most give_up in all; each answer goes to
 // LocalPs::ApplyRoundAnswer. A failure it cannot retry, or retries past
 // give_up, fail the LPS (LocalPs::Fail) with the GS's address in the
-// message, and the process exits.
+// message, and the process exits. The channel's retry policy
+// (common/net/channel.h) retries UNAVAILABLE within one attempt; the loops
+// here outlast attempts (a GS restarting, a hold past its hold timeout)
+// with common/net/backoff.h.
 //
 // Thread safety: Start and Stop from one thread; status() from any.
 #ifndef TERN_SERVER_GS_LINK_H_
 #define TERN_SERVER_GS_LINK_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "grpcpp/client_context.h"
@@ -76,7 +79,8 @@ class GsLink {
   absl::Duration sync_deadline_ = absl::Seconds(60);
 
   std::thread thread_;
-  std::atomic<bool> stop_{false};
+  // Notified by Stop: ends the retry pauses and the loop.
+  absl::Notification stop_;
   mutable absl::Mutex mu_;
   grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -1,3 +1,4 @@
+#include "common/net/credentials.h"
 #include "server/ps_service.h"
 
 #include <algorithm>
@@ -48,8 +49,9 @@ class InProcessShard {
     aggregator_ = *Aggregator::Create(options, MakeNullLogger());
     service_ = std::make_unique<PsService>(aggregator_.get(), MakeNullLogger());
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort(
+        "127.0.0.1:0",
+        net::ServerCredentials(net::TransportSecurity::Insecure()), &port_);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ticker_ = std::thread([this] {
@@ -69,7 +71,8 @@ class InProcessShard {
 
   std::unique_ptr<tern::v1::ParameterServer::Stub> NewStub() const {
     return tern::v1::ParameterServer::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+        absl::StrCat("127.0.0.1:", port_),
+        net::ChannelCredentials(net::TransportSecurity::Insecure())));
   }
 
   Aggregator& aggregator() { return *aggregator_; }

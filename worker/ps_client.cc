@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/net/backoff.h"
+#include "common/net/channel.h"
 #include "grpcpp/completion_queue.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
 
 namespace tern::worker {
 namespace {
@@ -75,16 +75,14 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     return absl::InvalidArgumentError(
         "no parameter-server shards given (--ps host:port,...)");
   }
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(options.max_message_bytes);
-  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  net::ChannelOptions channel_options;
+  channel_options.max_message_bytes = options.max_message_bytes;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
     if (address.empty()) {
       return absl::InvalidArgumentError("an empty shard address in --ps");
     }
-    channels.push_back(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(net::CreateChannel(address, channel_options));
   }
   return std::make_unique<PsClient>(addresses, std::move(channels), options,
                                     std::move(logger));
@@ -105,7 +103,7 @@ PsClient::PsClient(std::vector<std::string> names,
 template <typename Request, typename Response, typename Start>
 absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     const char* method, std::vector<ShardRequest<Request>> requests,
-    absl::Duration budget, bool retry_deadline, Start start) {
+    std::optional<absl::Duration> join_budget, Start start) {
   for (const auto& request : requests) {
     if (request.shard >= stubs_.size()) {
       return absl::InvalidArgumentError(
@@ -117,9 +115,10 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
   std::vector<size_t> todo(requests.size());
   for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
 
-  const absl::Time give_up = absl::Now() + budget;
-  absl::Duration backoff = kFirstBackoff;
-  for (int attempt = 1; !todo.empty(); ++attempt) {
+  const absl::Duration budget = join_budget.value_or(options_.rpc_timeout);
+  net::Backoff backoff(budget, kFirstBackoff, kMaxBackoff);
+  const absl::Time give_up = backoff.give_up();
+  while (!todo.empty()) {
     // A completion queue of our own, polled by this thread: the calls, their
     // contexts and responses live on this frame until every completion has
     // been taken off the queue.
@@ -190,9 +189,8 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
         continue;
       }
       const bool transient =
-          absl::IsUnavailable(status) ||
-          (retry_deadline && absl::IsDeadlineExceeded(status));
-      if (!transient) {
+          absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+      if (!join_budget.has_value() || !transient) {
         return ShardError(request.shard, names_[request.shard], method, status);
       }
       retry.push_back(call->index);
@@ -202,18 +200,17 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     todo = std::move(retry);
     if (todo.empty()) break;
 
-    const absl::Duration left = give_up - absl::Now();
-    if (left <= absl::ZeroDuration()) {
+    const int attempts = backoff.attempts() + 1;
+    if (backoff.left() <= absl::ZeroDuration()) {
       return absl::Status(
           last_transient.code(),
-          absl::StrCat(last_transient.message(), " (gave up after ", attempt,
+          absl::StrCat(last_transient.message(), " (gave up after ", attempts,
                        " attempts in ", absl::FormatDuration(budget), ")"));
     }
     logger_->info("{} (attempt {}); retrying in {}",
-                  std::string(last_transient.message()), attempt,
-                  absl::FormatDuration(std::min(backoff, left)));
-    absl::SleepFor(std::min(backoff, left));
-    backoff = std::min(backoff * 2, kMaxBackoff);
+                  std::string(last_transient.message()), attempts,
+                  absl::FormatDuration(backoff.next_pause()));
+    backoff.Wait();
   }
   return responses;
 }
@@ -228,7 +225,6 @@ absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
   }
   return FanOut<JoinRequest, JoinResponse>(
       "Join", std::move(requests), options_.join_timeout,
-      /*retry_deadline=*/true,
       [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
          grpc::CompletionQueue* queue) {
         return stub->AsyncJoin(context, req, queue);
@@ -238,8 +234,7 @@ absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
 absl::StatusOr<std::vector<ShareScalersResponse>> PsClient::ShareScalers(
     std::vector<ShardRequest<ShareScalersRequest>> requests) {
   return FanOut<ShareScalersRequest, ShareScalersResponse>(
-      "ShareScalers", std::move(requests), options_.rpc_timeout,
-      /*retry_deadline=*/false,
+      "ShareScalers", std::move(requests), /*join_budget=*/std::nullopt,
       [](Stub* stub, grpc::ClientContext* context,
          const ShareScalersRequest& req, grpc::CompletionQueue* queue) {
         return stub->AsyncShareScalers(context, req, queue);
@@ -249,8 +244,7 @@ absl::StatusOr<std::vector<ShareScalersResponse>> PsClient::ShareScalers(
 absl::StatusOr<std::vector<PushPullResponse>> PsClient::PushPull(
     std::vector<ShardRequest<PushPullRequest>> requests) {
   return FanOut<PushPullRequest, PushPullResponse>(
-      "PushPull", std::move(requests), options_.rpc_timeout,
-      /*retry_deadline=*/false,
+      "PushPull", std::move(requests), /*join_budget=*/std::nullopt,
       [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
          grpc::CompletionQueue* queue) {
         return stub->AsyncPushPull(context, req, queue);
@@ -264,8 +258,7 @@ absl::Status PsClient::CheckParams(const CheckParamsRequest& request) {
     requests[shard].request = request;
   }
   return FanOut<CheckParamsRequest, CheckParamsResponse>(
-             "CheckParams", std::move(requests), options_.rpc_timeout,
-             /*retry_deadline=*/false,
+             "CheckParams", std::move(requests), /*join_budget=*/std::nullopt,
              [](Stub* stub, grpc::ClientContext* context,
                 const CheckParamsRequest& req, grpc::CompletionQueue* queue) {
                return stub->AsyncCheckParams(context, req, queue);

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,9 @@ class PsClient {
       Logger logger);
 
   // Over existing channels (tests, in-process servers); `names` label the
-  // shards in errors. Both vectors have one entry per shard.
+  // shards in errors. Both vectors have one entry per shard. Make them with
+  // net::CreateChannel (common/net/channel.h): its retry policy is what
+  // retries an UNAVAILABLE answer.
   PsClient(std::vector<std::string> names,
            std::vector<std::shared_ptr<grpc::Channel>> channels,
            const PsClientOptions& options, Logger logger);
@@ -86,7 +89,8 @@ class PsClient {
 
   // Sends each request to its shard, all in parallel, and waits for every
   // answer. Responses are in request order. An UNAVAILABLE answer is
-  // retried within the deadline (pushes are idempotent, DESIGN section 7).
+  // retried within the deadline by the channel's retry policy (pushes are
+  // idempotent, DESIGN section 7).
   absl::StatusOr<std::vector<tern::v1::ShareScalersResponse>> ShareScalers(
       std::vector<ShardRequest<tern::v1::ShareScalersRequest>> requests);
   absl::StatusOr<std::vector<tern::v1::PushPullResponse>> PushPull(
@@ -98,14 +102,16 @@ class PsClient {
 
  private:
   // Starts every request with `start` (stub, context, request, queue) ->
-  // reader, all in parallel, retrying the shards whose
-  // answer is transient (UNAVAILABLE; also DEADLINE_EXCEEDED when
-  // `retry_deadline`) until `budget` is spent. Each attempt's deadline is
-  // min(rpc_timeout, what is left of the budget).
+  // reader, all in parallel, each with the deadline rpc_timeout (UNAVAILABLE
+  // is retried within it by the channel). With a `join_budget`, the shards
+  // whose answer is UNAVAILABLE or DEADLINE_EXCEEDED are tried again, by
+  // hand, until the budget is spent: a shard that is still starting may
+  // take many deadlines (common/net/backoff.h); each attempt's deadline is
+  // then min(rpc_timeout, what is left of the budget).
   template <typename Request, typename Response, typename Start>
   absl::StatusOr<std::vector<Response>> FanOut(
       const char* method, std::vector<ShardRequest<Request>> requests,
-      absl::Duration budget, bool retry_deadline, Start start);
+      std::optional<absl::Duration> join_budget, Start start);
 
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;

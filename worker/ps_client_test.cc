@@ -11,8 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
+#include "common/net/server.h"
 #include "gtest/gtest.h"
 
 namespace tern::worker {
@@ -79,18 +78,20 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-std::unique_ptr<grpc::Server> Serve(FakeShard* shard, int port,
-                                    int* bound_port = nullptr) {
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
-                           grpc::InsecureServerCredentials(), bound_port);
-  builder.RegisterService(shard);
-  return builder.BuildAndStart();
+std::unique_ptr<net::Server> Serve(FakeShard* shard, int port,
+                                   int* bound_port = nullptr) {
+  net::ServerOptions options;
+  options.listen = absl::StrCat("127.0.0.1:", port);
+  auto server = net::Server::Start(
+      options, {{shard, tern::v1::ParameterServer::service_full_name()}});
+  if (!server.ok()) return nullptr;
+  if (bound_port != nullptr) *bound_port = (*server)->port();
+  return *std::move(server);
 }
 
 struct Cluster {
   std::vector<std::unique_ptr<FakeShard>> shards;
-  std::vector<std::unique_ptr<grpc::Server>> servers;
+  std::vector<std::unique_ptr<net::Server>> servers;
   std::vector<std::string> addresses;
 
   explicit Cluster(int n) {
@@ -102,7 +103,7 @@ struct Cluster {
     }
   }
   ~Cluster() {
-    for (auto& server : servers) server->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+    for (auto& server : servers) server->Shutdown(absl::ZeroDuration());
   }
   std::unique_ptr<PsClient> Client(absl::Duration rpc_timeout) {
     PsClientOptions options;
@@ -135,7 +136,7 @@ TEST(PsClientTest, JoinWaitsForAShardThatStartsLater) {
   auto client = *PsClient::Connect({absl::StrCat("127.0.0.1:", port)}, options,
                                    MakeNullLogger());
   FakeShard shard;
-  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<net::Server> server;
   std::thread late([&] {
     absl::SleepFor(absl::Milliseconds(800));
     server = Serve(&shard, port);
@@ -147,7 +148,7 @@ TEST(PsClientTest, JoinWaitsForAShardThatStartsLater) {
   ASSERT_TRUE(responses.ok()) << responses.status();
   ASSERT_EQ(responses->size(), 1u);
   EXPECT_EQ((*responses)[0].chunk_keys(0), 7u);
-  server->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+  server->Shutdown(absl::ZeroDuration());
 }
 
 TEST(PsClientTest, JoinSetsTheShardIndexPerShard) {

@@ -1,0 +1,71 @@
+#include "common/net/server.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpc/grpc.h"
+#include "grpcpp/server_builder.h"
+
+namespace tern::net {
+namespace {
+
+int Milliseconds(absl::Duration duration) {
+  return static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(duration), 1, int64_t{1} << 30));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const ServerOptions& options, const std::vector<ServiceEntry>& services) {
+  std::unique_ptr<Server> server(new Server());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, ServerCredentials(options.security),
+                           &server->port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             Milliseconds(options.keepalive.time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             Milliseconds(options.keepalive.timeout));
+  // Accept the clients' keepalive pings during long calls (a barrier holds
+  // a call for minutes without data); by default gRPC answers a ping more
+  // often than every 5 minutes with GOAWAY.
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      Milliseconds(options.keepalive.time / 2));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Two servers on one port would split the clients between them: the
+  // second must fail to bind, not share the port (gRPC sets SO_REUSEPORT
+  // by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (const ServiceEntry& entry : services) {
+    builder.RegisterService(entry.service);
+  }
+  builder.RegisterService(&server->health_);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    server->server_.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen, " (is the port in use?)"));
+  }
+  server->health_.SetServing("", true);
+  for (const ServiceEntry& entry : services) {
+    server->health_.SetServing(entry.name, true);
+  }
+  return server;
+}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+void Server::Shutdown(absl::Duration grace) {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  health_.Shutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+}
+
+}  // namespace tern::net

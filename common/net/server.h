@@ -1,0 +1,77 @@
+// Servers: the one place where a role listens (DESIGN section 7). Every
+// server gets the credentials of common/net/credentials.h, the message
+// limits, keepalive settings that match common/net/channel.h's clients,
+// and grpc.health.v1.Health reporting SERVING for the server ("") and for
+// each of its services by name until it shuts down.
+#ifndef TERN_COMMON_NET_SERVER_H_
+#define TERN_COMMON_NET_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/net/channel.h"
+#include "common/net/credentials.h"
+#include "common/net/health_service.h"
+#include "grpcpp/server.h"
+
+namespace tern::net {
+
+struct ServerOptions {
+  // host:port; port 0 picks a free port (Server::port says which).
+  std::string listen;
+  TransportSecurity security;
+  // The largest message received or sent.
+  int max_message_bytes = 4 << 20;
+  // Server-side pings to find clients that vanished; clients' pings are
+  // accepted as often as the client keepalive of channel.h sends them.
+  KeepaliveOptions keepalive;
+};
+
+// A service to serve and its full name for the health service (the
+// generated `tern::v1::ParameterServer::service_full_name()`).
+struct ServiceEntry {
+  grpc::Service* service = nullptr;
+  std::string name;
+};
+
+// A started server. Owns the grpc::Server and the health service; borrows
+// the services, which must outlive it.
+class Server {
+ public:
+  // Starts serving `services` on options.listen. UNAVAILABLE when the
+  // address cannot be bound (most often a previous instance still holds
+  // the port: transient).
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerOptions& options, const std::vector<ServiceEntry>& services);
+
+  // Shutdown(zero grace) if Shutdown was not called.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The bound port.
+  int port() const { return port_; }
+  HealthService& health() { return health_; }
+  // For in-process channels in tests.
+  grpc::Server* grpc_server() { return server_.get(); }
+
+  // Health turns NOT_SERVING, new calls are refused, calls in flight get
+  // `grace` to finish (then they are cancelled); returns once all are
+  // done. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  Server() = default;
+
+  HealthService health_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace tern::net
+
+#endif  // TERN_COMMON_NET_SERVER_H_

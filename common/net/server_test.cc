@@ -1,0 +1,85 @@
+#include "common/net/server.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/net/channel.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tern/v1/global_server.grpc.pb.h"
+
+namespace tern::net {
+namespace {
+
+using grpc::health::v1::Health;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+// A service to serve next to health (its methods are never called).
+class Other final : public tern::v1::GlobalServer::Service {};
+
+// Check(service) over the wire: the status, or -1 with the error in *error.
+int Check(int port, const std::string& service, grpc::Status* error) {
+  auto stub = Health::NewStub(
+      CreateChannel(absl::StrCat("127.0.0.1:", port), ChannelOptions()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  HealthCheckRequest request;
+  request.set_service(service);
+  HealthCheckResponse response;
+  *error = stub->Check(&context, request, &response);
+  return error->ok() ? response.status() : -1;
+}
+
+TEST(ServerTest, ServesHealthForTheServerAndEachNamedService) {
+  Other other;
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  auto server = Server::Start(
+      options, {{&other, tern::v1::GlobalServer::service_full_name()}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+  grpc::Status error;
+  EXPECT_EQ(Check((*server)->port(), "", &error), HealthCheckResponse::SERVING);
+  EXPECT_EQ(Check((*server)->port(), "tern.v1.GlobalServer", &error),
+            HealthCheckResponse::SERVING);
+  EXPECT_EQ(Check((*server)->port(), "tern.v1.Nothing", &error), -1);
+  EXPECT_EQ(error.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  (*server)->health().SetServing("tern.v1.GlobalServer", false);
+  EXPECT_EQ(Check((*server)->port(), "tern.v1.GlobalServer", &error),
+            HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(Check((*server)->port(), "", &error), HealthCheckResponse::SERVING);
+
+  (*server)->health().Shutdown();
+  EXPECT_EQ(Check((*server)->port(), "", &error),
+            HealthCheckResponse::NOT_SERVING);
+  (*server)->health().SetServing("", true);  // ignored once shut down
+  EXPECT_EQ(Check((*server)->port(), "", &error),
+            HealthCheckResponse::NOT_SERVING);
+  (*server)->Shutdown(absl::ZeroDuration());
+  (*server)->Shutdown(absl::ZeroDuration());  // idempotent
+}
+
+TEST(ServerTest, APortInUseIsRefusedAsTransient) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  auto first = Server::Start(options, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  options.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  auto second = Server::Start(options, {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(options.listen),
+            absl::string_view::npos);
+}
+
+TEST(ServerTest, AnUnparsableAddressIsRefused) {
+  ServerOptions options;
+  options.listen = "no-such-host.invalid:x";
+  EXPECT_FALSE(Server::Start(options, {}).ok());
+}
+
+}  // namespace
+}  // namespace tern::net
