@@ -20,10 +20,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/net/channel.h"
+#include "common/process/exit_codes.h"
+#include "common/process/stop.h"
 #include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "tern/v1/global_server.grpc.pb.h"
@@ -86,22 +87,10 @@ std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
   return bytes;
 }
 
-class GsMainTest : public ::testing::Test {
- protected:
-  // RunGlobalServer takes SIGTERM with sigtimedwait in its own thread;
-  // every other thread of this process must block it too, or the default
-  // action would end the test. Blocking it here, before any thread starts,
-  // gives every later thread the same mask.
-  static void SetUpTestSuite() {
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  }
-};
+class GsMainTest : public ::testing::Test {};
 
-TEST_F(GsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
+TEST_F(GsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
+  process::StopRequest stop;
   const std::string dir = TempDir();
   GsOptions options;
   options.listen = "127.0.0.1:0";
@@ -112,7 +101,7 @@ TEST_F(GsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
 
   int exit_code = -1;
   std::thread gs(
-      [&] { exit_code = RunGlobalServer(options, MakeNullLogger()); });
+      [&] { exit_code = RunGlobalServer(options, MakeNullLogger(), stop); });
 
   int port = 0;
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
@@ -129,8 +118,12 @@ TEST_F(GsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
   ASSERT_GT(port, 0) << "no port in " << options.port_file;
   EXPECT_THAT(FilesWith(dir, ".tmp."), ::testing::IsEmpty());
 
-  const auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                           grpc::InsecureChannelCredentials());
+  // Without gRPC's retries: the test checks what the GS itself answers
+  // (a retry of "shutting down" would meet a closed port instead).
+  net::ChannelOptions channel_options;
+  channel_options.retry.enabled = false;
+  const auto channel = net::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                          channel_options);
   EXPECT_EQ(HealthCheck(channel), std::string("\x08\x01", 2)) << "SERVING";
 
   // A data center registers over the wire, and sends round 0, which waits
@@ -163,49 +156,43 @@ TEST_F(GsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
   });
   absl::SleepFor(absl::Milliseconds(300));  // the call reaches the GS
 
-  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  stop.Request("the test is done");
   gs.join();
   lps.join();
-  EXPECT_EQ(exit_code, kExitOk);
+  EXPECT_EQ(exit_code, process::kExitOk);
   EXPECT_EQ(pending_status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(pending_status.error_message(),
               ::testing::HasSubstr("shutting down"));
 }
 
 TEST_F(GsMainTest, ConfigurationErrorsExitWithOne) {
+  const process::StopRequest never;  // the test does not stop it
   GsOptions no_datacenters;
   no_datacenters.listen = "127.0.0.1:0";
   no_datacenters.num_datacenters = 0;
-  EXPECT_EQ(RunGlobalServer(no_datacenters, MakeNullLogger()),
-            kExitConfigError);
+  EXPECT_EQ(RunGlobalServer(no_datacenters, MakeNullLogger(), never),
+            process::kExitPermanent);
 
   GsOptions bad_timeout;
   bad_timeout.listen = "127.0.0.1:0";
   bad_timeout.t_global_s = 0;
-  EXPECT_EQ(RunGlobalServer(bad_timeout, MakeNullLogger()), kExitConfigError);
+  EXPECT_EQ(RunGlobalServer(bad_timeout, MakeNullLogger(), never),
+            process::kExitPermanent);
 
   GsOptions bad_port_file;
   bad_port_file.listen = "127.0.0.1:0";
   bad_port_file.port_file = TempDir() + "/no/such/dir/gs.port";
-  EXPECT_EQ(RunGlobalServer(bad_port_file, MakeNullLogger()), kExitConfigError);
+  EXPECT_EQ(RunGlobalServer(bad_port_file, MakeNullLogger(), never),
+            process::kExitPermanent);
 }
 
 TEST_F(GsMainTest, AnAddressThatCannotBeBoundIsTransient) {
+  const process::StopRequest never;  // the test does not stop it
   GsOptions options;
   options.listen = "192.0.2.1:0";  // TEST-NET-1: no address of this host
   options.log_level = "off";
-  EXPECT_EQ(RunGlobalServer(options, MakeNullLogger()), kExitTransient);
-}
-
-TEST(WritePortFileTest, WritesThePortAndALineEnd) {
-  const std::string path = TempDir() + "/port-file-test.port";
-  ASSERT_TRUE(WritePortFile(path, 43210).ok());
-  EXPECT_EQ(ReadFile(path), "43210\n");
-  ASSERT_TRUE(WritePortFile(path, 5).ok());  // replaces the old file
-  EXPECT_EQ(ReadFile(path), "5\n");
-  const absl::Status status = WritePortFile(TempDir() + "/none/x.port", 1);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), ::testing::HasSubstr("--port_file"));
+  EXPECT_EQ(RunGlobalServer(options, MakeNullLogger(), never),
+            process::kExitTransient);
 }
 
 }  // namespace

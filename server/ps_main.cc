@@ -1,14 +1,5 @@
 #include "server/ps_main.h"
 
-#include <pthread.h>
-#include <signal.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <memory>
 #include <utility>
 
@@ -17,10 +8,9 @@
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
 #include "common/checksum.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
+#include "common/net/server.h"
+#include "common/process/exit_codes.h"
+#include "common/process/port_file.h"
 #include "server/aggregator.h"
 #include "server/gs_link.h"
 #include "server/local_ps.h"
@@ -32,47 +22,28 @@ namespace tern::server {
 namespace {
 
 // How often the serving loop looks at the clock (barrier deadlines, the
-// join timeout) while it waits for a signal.
+// join timeout) while it waits for the stop request.
 constexpr absl::Duration kTick = absl::Milliseconds(100);
 // How long in-flight calls may take to finish at shutdown.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
-// Blocks SIGINT and SIGTERM in the calling thread for its lifetime and
-// restores the previous mask after taking the signals still pending (which
-// would otherwise kill the process the moment they are unblocked).
-class BlockedSignals {
- public:
-  BlockedSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
-  }
-  ~BlockedSignals() {
-    const timespec zero{0, 0};
-    while (sigtimedwait(&set_, nullptr, &zero) > 0) {
-    }
-    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
-  }
-  BlockedSignals(const BlockedSignals&) = delete;
-  BlockedSignals& operator=(const BlockedSignals&) = delete;
-
-  // The signal that arrived within `timeout`, or 0.
-  int Wait(absl::Duration timeout) const {
-    const timespec wait = absl::ToTimespec(timeout);
-    const int signal = sigtimedwait(&set_, nullptr, &wait);
-    return signal > 0 ? signal : 0;  // -1: EAGAIN (timeout) or EINTR
-  }
-
- private:
-  sigset_t set_;
-  sigset_t previous_;
-};
+// Serves `service` (the shard's or the LPS's tern.v1.ParameterServer) on
+// --listen, with health.
+absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
+                                                   grpc::Service* service) {
+  net::ServerOptions server_options;
+  server_options.listen = options.listen;
+  server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
+                                     << 20;
+  return net::Server::Start(
+      server_options,
+      {{service, tern::v1::ParameterServer::service_full_name()}});
+}
 
 // `tern ps --mode=weightgrad|gaia`: a local parameter server and its link
 // to the global server (server/WEIGHTGRAD.md).
 int RunLocalParameterServer(const PsOptions& options, Logger logger,
-                            const BlockedSignals& signals) {
+                            const process::StopRequest& stop) {
   LocalPsOptions lps_options;
   lps_options.mode =
       options.mode == "gaia" ? RunMode::kGaia : RunMode::kWeightGrad;
@@ -99,24 +70,18 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
       LocalPs::Create(std::move(lps_options), logger);
   if (!lps.ok()) {
     logger->error("{}", std::string(lps.status().message()));
-    return kExitConfigError;
+    return process::kExitPermanent;
   }
   LpsService service(lps->get(), logger);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &port);
   const int max_message_bytes = static_cast<int>(options.max_message_mb) << 20;
-  builder.SetMaxReceiveMessageSize(max_message_bytes);
-  builder.SetMaxSendMessageSize(max_message_bytes);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    logger->error("cannot listen on {} (is the port in use?)", options.listen);
-    return kExitTransient;
+  absl::StatusOr<std::unique_ptr<net::Server>> server =
+      Serve(options, &service);
+  if (!server.ok()) {
+    logger->error("{}", std::string(server.status().message()));
+    return process::kExitTransient;
   }
+  const int port = (*server)->port();
   std::unique_ptr<GsLink> link;
   if (!options.global.empty()) {
     GsLinkOptions link_options;
@@ -132,16 +97,14 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
     if (link != nullptr) link->Stop();
     (*lps)->Close(
         absl::UnavailableError("the local parameter server is shutting down"));
-    server->GetHealthCheckService()->Shutdown();
-    server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
-    server->Wait();
+    (*server)->Shutdown(kShutdownGrace);
   };
   if (!options.port_file.empty()) {
-    if (absl::Status status = WritePortFile(options.port_file, port);
+    if (absl::Status status = process::WritePortFile(options.port_file, port);
         !status.ok()) {
       logger->error("{}", std::string(status.message()));
       shut_down();
-      return kExitConfigError;
+      return process::kExitPermanent;
     }
   }
   logger->info(
@@ -154,15 +117,15 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
           : absl::StrCat("global server ", options.global, ", a round every ",
                          options.sync_every, " steps"));
 
-  int exit_code = kExitOk;
+  int exit_code = process::kExitOk;
   while (true) {
-    if (const int signal = signals.Wait(kTick); signal != 0) {
-      logger->info("{} received: shutting down", strsignal(signal));
+    if (stop.WaitFor(kTick)) {
+      logger->info("{}: shutting down", stop.reason());
       break;
     }
     if (absl::Status status = (*lps)->ExpireWaits(absl::Now()); !status.ok()) {
       logger->error("{}; exiting", std::string(status.message()));
-      exit_code = kExitTransient;
+      exit_code = process::kExitTransient;
       break;
     }
   }
@@ -189,33 +152,8 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
 
 }  // namespace
 
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "w");
-  if (file == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--port_file: cannot create ", temporary, ": ", strerror(errno)));
-  }
-  const std::string text = absl::StrCat(port, "\n");
-  const bool written =
-      std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed) {
-    std::remove(temporary.c_str());
-    return absl::InvalidArgumentError(
-        absl::StrCat("--port_file: cannot write ", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return absl::InvalidArgumentError(
-        absl::StrCat("--port_file: cannot rename ", temporary, " to ", path,
-                     ": ", strerror(error)));
-  }
-  return absl::OkStatus();
-}
-
-int RunParameterServer(const PsOptions& options, Logger logger) {
+int RunParameterServer(const PsOptions& options, Logger logger,
+                       const process::StopRequest& stop) {
   if (logger == nullptr) {
     logger = options.mode == "terngrad"
                  ? MakeLogger("ps", absl::StrCat(options.shard_index))
@@ -223,14 +161,12 @@ int RunParameterServer(const PsOptions& options, Logger logger) {
   }
   if (absl::Status status = ValidatePsOptions(options); !status.ok()) {
     logger->error("{}", std::string(status.message()));
-    return kExitConfigError;
+    return process::kExitPermanent;
   }
   logger->set_level(*ParseLogLevel(options.log_level));
 
-  // Before gRPC starts its threads, so that they inherit the mask.
-  const BlockedSignals signals;
   if (options.mode != "terngrad") {
-    return RunLocalParameterServer(options, logger, signals);
+    return RunLocalParameterServer(options, logger, stop);
   }
 
   AggregatorOptions aggregator_options;
@@ -245,57 +181,48 @@ int RunParameterServer(const PsOptions& options, Logger logger) {
       Aggregator::Create(std::move(aggregator_options), logger);
   if (!aggregator.ok()) {
     logger->error("{}", std::string(aggregator.status().message()));
-    return kExitConfigError;
+    return process::kExitPermanent;
   }
   // Declared after the aggregator, so the server goes first.
   PsService service(aggregator->get(), logger);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &port);
-  const int max_message_bytes = static_cast<int>(options.max_message_mb) << 20;
-  builder.SetMaxReceiveMessageSize(max_message_bytes);
-  builder.SetMaxSendMessageSize(max_message_bytes);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
+  absl::StatusOr<std::unique_ptr<net::Server>> server =
+      Serve(options, &service);
+  if (!server.ok()) {
     // Most often the port is still held by a previous instance: transient.
-    logger->error("cannot listen on {} (is the port in use?)", options.listen);
-    return kExitTransient;
+    logger->error("{}", std::string(server.status().message()));
+    return process::kExitTransient;
   }
+  const int port = (*server)->port();
 
   const auto shut_down = [&] {
     (*aggregator)
         ->Close(absl::UnavailableError(
             absl::StrCat("shard ", options.shard_index, " is shutting down")));
-    server->GetHealthCheckService()->Shutdown();
-    server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
-    server->Wait();
+    (*server)->Shutdown(kShutdownGrace);
   };
   if (!options.port_file.empty()) {
-    if (absl::Status status = WritePortFile(options.port_file, port);
+    if (absl::Status status = process::WritePortFile(options.port_file, port);
         !status.ok()) {
       logger->error("{}", std::string(status.message()));
       shut_down();
-      return kExitConfigError;
+      return process::kExitPermanent;
     }
   }
   logger->info("shard {} of {} serving on {} (port {}) for {} workers",
                options.shard_index, options.num_shards, options.listen, port,
                options.num_workers);
 
-  int exit_code = kExitOk;
+  int exit_code = process::kExitOk;
   while (true) {
-    if (const int signal = signals.Wait(kTick); signal != 0) {
-      logger->info("{} received: shutting down", strsignal(signal));
+    if (stop.WaitFor(kTick)) {
+      logger->info("{}: shutting down", stop.reason());
       break;
     }
     if (absl::Status status = (*aggregator)->ExpireWaits(absl::Now());
         !status.ok()) {
       logger->error("{}; exiting", std::string(status.message()));
-      exit_code = kExitTransient;
+      exit_code = process::kExitTransient;
       break;
     }
   }

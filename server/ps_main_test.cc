@@ -20,10 +20,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/net/channel.h"
+#include "common/process/exit_codes.h"
+#include "common/process/stop.h"
 #include "gmock/gmock.h"
-#include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
@@ -86,22 +87,10 @@ std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
   return bytes;
 }
 
-class PsMainTest : public ::testing::Test {
- protected:
-  // RunParameterServer takes SIGTERM with sigtimedwait in its own thread;
-  // every other thread of this process must block it too, or the default
-  // action would end the test. Blocking it here, before any thread starts,
-  // gives every later thread the same mask.
-  static void SetUpTestSuite() {
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  }
-};
+class PsMainTest : public ::testing::Test {};
 
-TEST_F(PsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
+TEST_F(PsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
+  process::StopRequest stop;
   const std::string dir = TempDir();
   PsOptions options;
   options.listen = "127.0.0.1:0";
@@ -112,7 +101,7 @@ TEST_F(PsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
 
   int exit_code = -1;
   std::thread shard(
-      [&] { exit_code = RunParameterServer(options, MakeNullLogger()); });
+      [&] { exit_code = RunParameterServer(options, MakeNullLogger(), stop); });
 
   int port = 0;
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
@@ -129,8 +118,8 @@ TEST_F(PsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
   ASSERT_GT(port, 0) << "no port in " << options.port_file;
   EXPECT_THAT(FilesWith(dir, ".tmp."), ::testing::IsEmpty());
 
-  const auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                           grpc::InsecureChannelCredentials());
+  const auto channel = net::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                          net::ChannelOptions());
   EXPECT_EQ(HealthCheck(channel), std::string("\x08\x01", 2)) << "SERVING";
 
   // A worker joins over the wire.
@@ -157,51 +146,45 @@ TEST_F(PsMainTest, ServesWritesItsPortAndStopsOnSigterm) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(joined.chunk_keys_size(), 1);
 
-  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  stop.Request("the test is done");
   shard.join();
-  EXPECT_EQ(exit_code, kExitOk);
+  EXPECT_EQ(exit_code, process::kExitOk);
 }
 
 TEST_F(PsMainTest, ExitsTransientlyWhenWorkersDoNotJoinInTime) {
+  const process::StopRequest never;  // the test does not stop it
   PsOptions options;
   options.listen = "127.0.0.1:0";
   options.num_workers = 2;
   options.join_timeout_s = 0.3;
   options.log_level = "off";
   const absl::Time start = absl::Now();
-  EXPECT_EQ(RunParameterServer(options, MakeNullLogger()), kExitTransient);
+  EXPECT_EQ(RunParameterServer(options, MakeNullLogger(), never),
+            process::kExitTransient);
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
 }
 
 TEST_F(PsMainTest, ConfigurationErrorsExitWithOne) {
+  const process::StopRequest never;  // the test does not stop it
   PsOptions no_workers;
   no_workers.listen = "127.0.0.1:0";
   no_workers.num_workers = 0;
-  EXPECT_EQ(RunParameterServer(no_workers, MakeNullLogger()), kExitConfigError);
+  EXPECT_EQ(RunParameterServer(no_workers, MakeNullLogger(), never),
+            process::kExitPermanent);
 
   PsOptions bad_shard;
   bad_shard.listen = "127.0.0.1:0";
   bad_shard.shard_index = 3;
   bad_shard.num_shards = 2;
-  EXPECT_EQ(RunParameterServer(bad_shard, MakeNullLogger()), kExitConfigError);
+  EXPECT_EQ(RunParameterServer(bad_shard, MakeNullLogger(), never),
+            process::kExitPermanent);
 
   PsOptions bad_port_file;
   bad_port_file.listen = "127.0.0.1:0";
   bad_port_file.port_file = TempDir() + "/no/such/dir/ps.port";
-  EXPECT_EQ(RunParameterServer(bad_port_file, MakeNullLogger()),
-            kExitConfigError);
-}
-
-TEST(WritePortFileTest, WritesThePortAndALineEnd) {
-  const std::string path = TempDir() + "/port-file-test.port";
-  ASSERT_TRUE(WritePortFile(path, 43210).ok());
-  EXPECT_EQ(ReadFile(path), "43210\n");
-  ASSERT_TRUE(WritePortFile(path, 5).ok());  // replaces the old file
-  EXPECT_EQ(ReadFile(path), "5\n");
-  const absl::Status status = WritePortFile(TempDir() + "/none/x.port", 1);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), ::testing::HasSubstr("--port_file"));
+  EXPECT_EQ(RunParameterServer(bad_port_file, MakeNullLogger(), never),
+            process::kExitPermanent);
 }
 
 }  // namespace

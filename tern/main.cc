@@ -6,6 +6,7 @@
 //   tern worker   one training worker (worker/)
 //   tern global   the WeightGrad global server of K data centers (global/)
 //   tern launch   a whole job on this machine (tern/launch.h)
+//   tern health   is a server SERVING? (tern/health.h; for probes)
 //
 // Flags are also read from TERN_<FLAG> environment variables; a flag on the
 // command line wins over the environment, which wins over --cluster_spec,
@@ -21,6 +22,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/process/exit_codes.h"
+#include "common/process/signals.h"
+#include "common/process/stop.h"
 #include "global/gs_flags.h"
 #include "global/gs_main.h"
 #include "global/gs_options.h"
@@ -29,6 +33,7 @@
 #include "server/ps_main.h"
 #include "server/ps_options.h"
 #include "tern/cluster_spec.h"
+#include "tern/health.h"
 #include "tern/launch.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_main.h"
@@ -43,7 +48,7 @@ constexpr char kVersion[] = "0.1.0";
 int ConfigError(absl::string_view command, absl::string_view message) {
   std::fprintf(stderr, "%s: error: %.*s\n", std::string(command).c_str(),
                static_cast<int>(message.size()), message.data());
-  return 1;
+  return process::kExitPermanent;
 }
 
 // The flags of `app` that were given on the command line or through the
@@ -126,6 +131,13 @@ int Main(int argc, char** argv) {
                 "worker flag is accepted and passed on");
   AddLaunchFlags(launch, &launch_options);
 
+  HealthOptions health_options;
+  CLI::App* health = app.add_subcommand(
+      "health", "Ask a server (tern ps, tern global) whether it is serving "
+                "(grpc.health.v1): exit 0 when SERVING, 1 otherwise; for "
+                "container healthchecks and Kubernetes probes");
+  AddHealthFlags(health, &health_options);
+
   CLI::App* bench = app.add_subcommand(
       "bench", "Measure tern's own speed (ratios to references measured in "
                "the same run, BENCHMARKS.md)");
@@ -163,9 +175,14 @@ int Main(int argc, char** argv) {
     absl::Status status = ApplySpecFile(ps_spec, *ps, &ps_options);
     if (status.ok()) status = server::ValidatePsOptions(ps_options);
     if (!status.ok()) return ConfigError("tern ps", status.message());
+    // Before the server starts a thread, so that every thread inherits the
+    // blocked signals.
+    process::StopRequest stop;
+    const process::SignalWatcher signals(&stop);
     return server::RunParameterServer(
-        ps_options, MakeRoleLogger("ps", ps_options.shard_index,
-                                   ps_options.log_level));
+        ps_options,
+        MakeRoleLogger("ps", ps_options.shard_index, ps_options.log_level),
+        stop);
   }
   if (worker->parsed()) {
     absl::Status status = ApplySpecFile(worker_spec, *worker, &worker_options);
@@ -180,9 +197,13 @@ int Main(int argc, char** argv) {
         !status.ok()) {
       return ConfigError("tern global", status.message());
     }
+    process::StopRequest stop;
+    const process::SignalWatcher signals(&stop);
     return global::RunGlobalServer(
-        global_options, MakeRoleLogger("global", 0, global_options.log_level));
+        global_options, MakeRoleLogger("global", 0, global_options.log_level),
+        stop);
   }
+  if (health->parsed()) return RunHealth(health_options);
   if (bench_kernels->parsed()) {
     std::vector<std::string> extras = bench_kernels->remaining();
     std::vector<char*> args = {argv[0]};

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/process/exit_codes.h"
 #include "common/status_macros.h"
 #include "torch/torch.h"
 #include "worker/datasets.h"
@@ -45,36 +46,23 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!options.metrics_out.empty()) {
-    TERN_ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(options.metrics_out,
-                                                    trainer->start_step() > 0));
+    TERN_ASSIGN_OR_RETURN(
+        metrics,
+        MetricsWriter::Open(options.metrics_out, trainer->start_step() > 0));
   }
   return trainer->Run(*client, metrics.get());
 }
 
 }  // namespace
 
-int ExitCodeFor(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kResourceExhausted:
-      return kExitTransient;
-    default:
-      return kExitPermanent;
-  }
-}
-
 int RunWorker(const WorkerOptions& options, Logger logger) {
   const absl::Status status = Train(options, logger);
-  const int code = ExitCodeFor(status);
+  const int code = process::ExitCodeFor(status);
   if (!status.ok()) {
     logger->error("{} (exit {}, {})", status.ToString(), code,
-                  code == kExitTransient ? "transient: a restart may succeed"
-                                         : "permanent");
+                  code == process::kExitTransient
+                      ? "transient: a restart may succeed"
+                      : "permanent");
   }
   return code;
 }

@@ -1,0 +1,56 @@
+// The flag helpers every role's flags use (server/ps_flags.cc,
+// global/gs_flags.cc, worker/worker_flags.cc): how a flag is registered
+// (--name, TERN_<NAME>, its default shown in --help) and the checks that
+// CLI11 lacks or gets wrong (CLI::PositiveNumber and CLI::Range let inf or
+// NaN through). A check's message names the bad value; CLI11 adds the flag.
+#ifndef TERN_COMMON_FLAGS_FLAGS_H_
+#define TERN_COMMON_FLAGS_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/string_view.h"
+
+namespace tern::flags {
+
+// gRPC's message sizes are ints: --max_message_mb is at most 2 GiB - 1.
+inline constexpr uint32_t kMaxMessageMb = 2047;
+
+// Registers --name on `app`, writing into `*value` (which must outlive the
+// parse), with `help`, its default shown and the environment variable
+// TERN_<NAME> (the command line wins over the environment, which wins over
+// the default).
+template <typename T>
+CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
+                  const std::string& help) {
+  return app->add_option("--" + name, *value, help)
+      ->envname("TERN_" + absl::AsciiStrToUpper(name))
+      ->capture_default_str();
+}
+
+// The switch --name (also --name=true|false) with `help` and TERN_<NAME>
+// (true/false/1/0).
+CLI::Option* Switch(CLI::App* app, const std::string& name, bool* value,
+                    const std::string& help);
+
+// "host:port": a non-empty host before the last colon and a port after it.
+bool IsHostPort(absl::string_view text);
+// A finite number > 0.
+bool IsFinitePositive(double value);
+
+// Checks for ->check(...).
+CLI::Validator HostPort();
+CLI::Validator FinitePositive();
+// A finite number in [low, high]; high may be +inf ("finite number >= low").
+CLI::Validator FiniteIn(double low, double high);
+// A finite number strictly between low and high.
+CLI::Validator FiniteBetween(double low, double high);
+// A name ParseLogLevel (common/logging.h) accepts.
+CLI::Validator LogLevel();
+CLI::Validator NonEmpty();
+
+}  // namespace tern::flags
+
+#endif  // TERN_COMMON_FLAGS_FLAGS_H_

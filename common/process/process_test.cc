@@ -1,0 +1,91 @@
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "common/process/exit_codes.h"
+#include "common/process/port_file.h"
+#include "common/process/signals.h"
+#include "common/process/stop.h"
+#include "gtest/gtest.h"
+
+namespace tern::process {
+namespace {
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(WritePortFileTest, WritesThePortAndALineEnd) {
+  const std::string path = TempDir() + "/port-file-test.port";
+  ASSERT_TRUE(WritePortFile(path, 43210).ok());
+  EXPECT_EQ(ReadFile(path), "43210\n");
+  ASSERT_TRUE(WritePortFile(path, 5).ok());  // replaces the old file
+  EXPECT_EQ(ReadFile(path), "5\n");
+  const absl::Status status = WritePortFile(TempDir() + "/none/x.port", 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--port_file"), absl::string_view::npos);
+}
+
+TEST(ExitCodeForTest, TransientCodesAreAtLeast128) {
+  EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
+  EXPECT_EQ(ExitCodeFor(absl::UnavailableError("down")), kExitTransient);
+  EXPECT_EQ(ExitCodeFor(absl::DeadlineExceededError("slow")), kExitTransient);
+  EXPECT_EQ(ExitCodeFor(absl::AbortedError("x")), kExitTransient);
+  EXPECT_EQ(ExitCodeFor(absl::CancelledError("x")), kExitTransient);
+  EXPECT_EQ(ExitCodeFor(absl::ResourceExhaustedError("busy")), kExitTransient);
+  EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("flag")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::NotFoundError("no data")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::InternalError("odd shard")), 1);
+  EXPECT_EQ(ExitCodeFor(absl::FailedPreconditionError("diverged")), 1);
+  EXPECT_GE(kExitTransient, 128);
+}
+
+TEST(StopRequestTest, KeepsTheFirstReasonAndWakesWaiters) {
+  StopRequest stop;
+  EXPECT_FALSE(stop.requested());
+  EXPECT_FALSE(stop.WaitFor(absl::Milliseconds(10)));
+  EXPECT_EQ(stop.reason(), "");
+  std::thread waiter([&] { EXPECT_TRUE(stop.WaitFor(absl::Seconds(30))); });
+  stop.Request("first");
+  stop.Request("second");
+  waiter.join();
+  EXPECT_TRUE(stop.requested());
+  EXPECT_EQ(stop.reason(), "first");
+}
+
+class SignalWatcherTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SignalWatcherTest, ASignalRequestsStop) {
+  StopRequest stop;
+  {
+    SignalWatcher watcher(&stop);
+    ASSERT_EQ(kill(getpid(), GetParam()), 0);
+    ASSERT_TRUE(stop.WaitFor(absl::Seconds(30)));
+  }
+  EXPECT_EQ(stop.reason(), std::string(strsignal(GetParam())) + " received");
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, SignalWatcherTest,
+                         ::testing::Values(SIGINT, SIGTERM));
+
+TEST(SignalWatcherTest, WithoutASignalNothingIsRequested) {
+  StopRequest stop;
+  { SignalWatcher watcher(&stop); }
+  EXPECT_FALSE(stop.requested());
+}
+
+}  // namespace
+}  // namespace tern::process
