@@ -7,69 +7,23 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags/flags.h"
 #include "common/logging.h"
 
 namespace tern::global {
 namespace {
 
-// gRPC's message sizes are ints: at most 2 GiB - 1.
-constexpr uint32_t kMaxMessageMb = 2047;
+using flags::FinitePositive;
+using flags::Flag;
+using flags::HostPort;
+using flags::IsFinitePositive;
+using flags::IsHostPort;
+using flags::kMaxMessageMb;
+using flags::LogLevel;
+
 // A round's stored answers are kept for max_lag + 1 rounds; a bound keeps
 // that memory finite and the flag meaningful.
 constexpr uint32_t kMaxMaxLag = 1000;
-
-bool IsHostPort(const std::string& text) {
-  const size_t colon = text.rfind(':');
-  return colon != std::string::npos && colon > 0 && colon + 1 < text.size();
-}
-
-bool IsFinitePositive(double value) {
-  return std::isfinite(value) && value > 0;
-}
-
-// A finite number > 0 (CLI::PositiveNumber lets inf through).
-CLI::Validator FinitePositive() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(input, value) ||
-            !IsFinitePositive(value)) {
-          return absl::StrCat("'", input, "' is not a finite number > 0");
-        }
-        return std::string();
-      },
-      "SECONDS > 0");
-}
-
-CLI::Validator HostPort() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        return IsHostPort(input)
-                   ? std::string()
-                   : absl::StrCat("'", input, "' is not of the form host:port");
-      },
-      "HOST:PORT");
-}
-
-CLI::Validator LogLevel() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        const absl::StatusOr<spdlog::level::level_enum> level =
-            ParseLogLevel(input);
-        return level.ok() ? std::string()
-                          : std::string(level.status().message());
-      },
-      "LEVEL");
-}
-
-// --name, with its help, its default shown and TERN_<NAME>.
-template <typename T>
-CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
-                  const std::string& help) {
-  return app->add_option("--" + name, *value, help)
-      ->envname("TERN_" + absl::AsciiStrToUpper(name))
-      ->capture_default_str();
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags/flags.h"
 #include "common/status_macros.h"
 #include "kernels/payload.h"
 #include "worker/codec_config.h"
@@ -18,39 +19,13 @@
 namespace tern::worker {
 namespace {
 
-// A finite number in [low, high] (CLI::Range lets NaN through).
-CLI::Validator FiniteIn(double low, double high) {
-  const std::string description =
-      high == std::numeric_limits<double>::infinity()
-          ? absl::StrCat("finite number >= ", low)
-          : absl::StrCat("number in [", low, ", ", high, "]");
-  return CLI::Validator(
-      [low, high, description](std::string& input) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
-            value < low || value > high) {
-          return absl::StrCat("'", input, "' is not a ", description);
-        }
-        return std::string();
-      },
-      description);
-}
-
-// A finite number strictly between low and high.
-CLI::Validator FiniteBetween(double low, double high) {
-  const std::string description =
-      absl::StrCat("number in (", low, ", ", high, ")");
-  return CLI::Validator(
-      [low, high, description](std::string& input) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
-            !(value > low && value < high)) {
-          return absl::StrCat("'", input, "' is not a ", description);
-        }
-        return std::string();
-      },
-      description);
-}
+using flags::FiniteBetween;
+using flags::FiniteIn;
+using flags::FinitePositive;
+using flags::Flag;
+using flags::HostPort;
+using flags::NonEmpty;
+using flags::Switch;
 
 // Reads a name into an enum flag once, at parse time: `parse` turns the
 // name into the enum and the transform hands CLI11 its number, which CLI11
@@ -84,60 +59,6 @@ CLI::Validator GradientCodecFlag() {
   return EnumName<kernels::CodecId>(
       [](absl::string_view name) { return ParseGradientCodec(name); },
       &GradientCodecNames, "CODEC");
-}
-
-// A number > 0 that is finite.
-CLI::Validator FinitePositive() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(input, value) || !std::isfinite(value) ||
-            value <= 0) {
-          return absl::StrCat("'", input, "' is not a finite number > 0");
-        }
-        return std::string();
-      },
-      "POSITIVE");
-}
-
-// host:port, with a non-empty host and a port.
-CLI::Validator HostPort() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        const size_t colon = input.rfind(':');
-        if (colon == std::string::npos || colon == 0 ||
-            colon + 1 == input.size()) {
-          return absl::StrCat("'", input, "' is not of the form host:port");
-        }
-        return std::string();
-      },
-      "HOST:PORT");
-}
-
-CLI::Validator NonEmpty() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        return input.empty() ? "must not be empty" : std::string();
-      },
-      "");
-}
-
-// Registers --name with help, shown default and TERN_<NAME>.
-template <typename T>
-CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
-                  const std::string& help) {
-  return app->add_option("--" + name, *value, help)
-      ->envname("TERN_" + absl::AsciiStrToUpper(name))
-      ->capture_default_str();
-}
-
-// Registers the switch --name (also --name=true|false) with help and
-// TERN_<NAME> (true/false/1/0).
-CLI::Option* Switch(CLI::App* app, const std::string& name, bool* value,
-                    const std::string& help) {
-  return app->add_flag("--" + name, *value, help)
-      ->envname("TERN_" + absl::AsciiStrToUpper(name))
-      ->capture_default_str();
 }
 
 // "cpu", "cuda" or "cuda:N" (N a device ordinal below 64).
@@ -412,9 +333,9 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "write the checkpoint every N steps (also after the last step; 0: "
        "only then)")
       ->group("Checks and output");
-  Flag(app, "log_level", &o->log_level, "log level")
-      ->check(CLI::IsMember(
-          {"trace", "debug", "info", "warn", "error", "critical", "off"}))
+  Flag(app, "log_level", &o->log_level,
+       "trace, debug, info, warn, error, critical or off")
+      ->check(flags::LogLevel())
       ->group("Checks and output");
 }
 
