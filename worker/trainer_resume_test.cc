@@ -18,7 +18,7 @@
 #include "tern/v1/parameter_server.grpc.pb.h"
 #include "worker/checkpoint.h"
 #include "worker/codec_config.h"
-#include "worker/in_process_shard.h"
+#include "tests/support/in_process_shard.h"
 #include "worker/trainer.h"
 
 namespace tern::worker {

@@ -25,7 +25,7 @@
 #include "kernels/codec_registry.h"
 #include "kernels/terngrad.h"
 #include "worker/device_encoder.h"
-#include "worker/in_process_shard.h"
+#include "tests/support/in_process_shard.h"
 
 namespace tern::worker {
 namespace {
@@ -214,7 +214,7 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
   std::map<uint32_t, Pushed> first_push_ ABSL_GUARDED_BY(mu_);
 };
 
-// kReal: server/'s shard (worker/in_process_shard.h).
+// kReal: server/'s shard (tests/support/in_process_shard.h).
 enum class ShardKind { kFake, kReal };
 
 struct WorkerResult {

@@ -1,9 +1,12 @@
 // Test support: the real parameter-server shard of server/ (Aggregator
 // behind PsService) on a loopback port inside the test process, with the
 // ticker that expires its barriers, so that worker tests can run Trainers
-// in threads against it. Test-only: worker/ does not depend on server/.
-#ifndef TERN_WORKER_IN_PROCESS_SHARD_H_
-#define TERN_WORKER_IN_PROCESS_SHARD_H_
+// in threads against it. Test-only, and in tests/ because it spans two
+// roles (DESIGN section 1): worker/'s libraries do not depend on server/,
+// only these tests of worker/ do. It keeps the namespace of the tests it
+// serves.
+#ifndef TERN_TESTS_SUPPORT_IN_PROCESS_SHARD_H_
+#define TERN_TESTS_SUPPORT_IN_PROCESS_SHARD_H_
 
 #include <cstdint>
 #include <memory>
@@ -50,4 +53,4 @@ class InProcessShard {
 
 }  // namespace tern::worker
 
-#endif  // TERN_WORKER_IN_PROCESS_SHARD_H_
+#endif  // TERN_TESTS_SUPPORT_IN_PROCESS_SHARD_H_

@@ -1,4 +1,4 @@
-#include "worker/in_process_shard.h"
+#include "tests/support/in_process_shard.h"
 
 #include "common/logging.h"
 #include "grpc/grpc.h"
