@@ -49,8 +49,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "core/admission.h"
+#include "core/barrier.h"
+#include "core/deferred.h"
 #include "global/messages.h"
+#include "global/update_encoding.h"
 #include "kernels/codec.h"
+#include "kernels/payload.h"
 
 namespace tern::global {
 
@@ -100,7 +105,7 @@ struct RoundStats {
 };
 
 using RoundAnswerPtr = std::shared_ptr<const RoundAnswer>;
-using SyncCallback = std::function<void(absl::StatusOr<RoundAnswerPtr>)>;
+using SyncCallback = core::Callback<RoundAnswerPtr>;
 
 class RoundAggregator {
  public:
@@ -149,63 +154,76 @@ class RoundAggregator {
   absl::Status run_status() const;
 
  private:
-  // How one chunk's updates are read and its answer written. Fixed by the
-  // first registration and never changed, so readers need no lock.
-  struct ChunkSpec {
-    uint64_t num_elements = 0;
-    kernels::CodecId codec = kernels::CodecId::kUnspecified;
-    kernels::Layout layout = kernels::Layout::kUnspecified;
-    // Decodes the updates and encodes the answer; owned by the aggregator.
-    const kernels::Codec* kernel = nullptr;
-  };
-  // A request's chunks, decoded.
-  struct Decoded {
-    std::vector<std::pair<uint32_t, std::vector<float>>> chunks;
-    // Chunks sent in fp32 RAW although their codec is another (an LPS's
-    // final synchronization): their average is answered in fp32.
-    std::vector<uint32_t> exact;
-    uint64_t bytes = 0;
-  };
-  struct Waiter {
-    uint32_t datacenter = 0;
-    // Set while the round is held: when this call's hold began.
-    std::optional<absl::Time> held_since;
-    SyncCallback done;
-  };
-  // Callbacks collected under the lock and run after it is released.
-  class Deferred;
-
   RoundAggregator(RoundAggregatorOptions options, Logger logger);
 
+  // --- registration (round_registration.cc) ---
+  // What fits this GS at all, whoever registered first.
   absl::Status CheckRegisterOptions(const RegisterRequest& request) const;
+  // The first registration: fixes the model and the encoding.
   absl::Status Configure(const RegisterRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A later one against the first (core::JoinComparison).
   absl::Status CompareWithFirst(const RegisterRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Validates and decodes every update outside the lock: codec, layout,
-  // version, count, summands, the bytes (the kernels decoders), NaN/Inf.
-  // `fp32` decodes the updates sent in fp32 RAW in place of their codec.
-  absl::StatusOr<Decoded> Decode(const SyncRequest& request,
-                                 const std::vector<const ChunkSpec*>& specs,
-                                 const kernels::Codec* fp32) const;
+
+  // --- collection (round_collection.cc) ---
+  // Under the lock, before decoding: true when the request is admitted
+  // (`specs` holds its chunks, and the data center is marked decoding);
+  // false when `done` was taken (answered through `deferred`, or waiting
+  // as a retry of the open round).
+  bool Admit(const SyncRequest& request, SyncCallback& done,
+             std::vector<const ChunkSpec*>* specs, core::Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closed, failed, unknown or unregistered data center.
+  absl::Status CheckSender(uint32_t datacenter) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each update's chunk: a chunk of the model, at most once per request.
+  absl::Status ResolveChunks(const SyncRequest& request,
+                             std::vector<const ChunkSpec*>* specs) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After decoding: adds the updates to the open round and answers or
+  // queues `done`.
+  void Add(const SyncRequest& request, absl::StatusOr<DecodedUpdates> decoded,
+           SyncCallback done, core::Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Accumulate(uint32_t datacenter, uint64_t round, DecodedUpdates decoded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Refuse(const SyncRequest& request, absl::Status status,
+              SyncCallback done, core::Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- closing rounds and holds (round_closing.cc) ---
   // Closes the open round when all K sent it, or when T_global has passed
   // and no data center lags beyond max_lag (else starts a hold).
-  void MaybeClose(absl::Time now, Deferred* deferred)
+  void MaybeClose(absl::Time now, core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CloseRound(absl::Time now, Deferred* deferred)
+  void CloseRound(absl::Time now, core::Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // sum_d U_d by chunk key, in data-center order; empties the sums.
+  std::map<uint32_t, std::vector<float>> TakeRoundSum()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Divides `total` by K and encodes each chunk into `answer`; INTERNAL
+  // for an average that overflowed or could not be encoded.
+  absl::Status EncodeAnswer(std::map<uint32_t, std::vector<float>> total,
+                            RoundAnswer* answer, uint64_t* bytes_out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The encoded average of one chunk.
   absl::StatusOr<kernels::Payload> EncodeAverage(
       uint32_t key, const ChunkSpec& spec, std::vector<float> average) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LogClosed(absl::Time now, const RoundAnswer& answer,
+                 uint64_t bytes_out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Data centers more than max_lag rounds behind the open round.
   std::vector<uint32_t> TooFarBehind() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "data center 2 (at round 5)" for each of `datacenters`.
   std::string DescribeLag(const std::vector<uint32_t>& datacenters) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailRun(absl::Status status, Deferred* deferred)
+  // Answers UNAVAILABLE the calls whose hold lasted hold_timeout.
+  void ExpireHolds(absl::Time now, core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerAll(const absl::Status& status, Deferred* deferred)
+
+  // --- failure and shutdown (round_aggregator.cc) ---
+  void FailRun(absl::Status status, core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RoundAggregatorOptions options_;
@@ -223,22 +241,24 @@ class RoundAggregator {
   std::unique_ptr<kernels::Codec> update_codec_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<kernels::Codec> fp32_codec_ ABSL_GUARDED_BY(mu_);
   // By chunk key; never changed after Configure, so the addresses stay
-  // valid while the aggregator lives.
+  // valid while the aggregator lives (updates are decoded through them
+  // without the lock).
   std::vector<ChunkSpec> chunks_ ABSL_GUARDED_BY(mu_);
 
   // By data center.
   std::vector<bool> registered_ ABSL_GUARDED_BY(mu_);
   // The round each data center sends next: one past its last accepted one.
   std::vector<uint64_t> next_round_ ABSL_GUARDED_BY(mu_);
-  // A request of the data center is being decoded outside the lock.
-  std::vector<bool> adding_ ABSL_GUARDED_BY(mu_);
+  // A request of the data center is being decoded outside the lock (of
+  // the open round or a late one: a data center's rounds are added in
+  // order, so this outlives a round's close).
+  std::vector<bool> decoding_ ABSL_GUARDED_BY(mu_);
 
   // The open round.
   uint64_t open_round_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Time> first_arrival_ ABSL_GUARDED_BY(mu_);
-  // By data center: it sent the open round.
-  std::vector<bool> sent_ ABSL_GUARDED_BY(mu_);
-  uint32_t num_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  // The data centers that sent the open round.
+  core::ArrivalSet sent_ ABSL_GUARDED_BY(mu_);
   // By data center: the sum of its updates joined to the open round, by
   // chunk key (in key order). A data center's requests are added in round
   // order (rounds are accepted only in order), and the data centers are
@@ -251,12 +271,16 @@ class RoundAggregator {
   // Chunks of the open round some data center sent in fp32 RAW in place of
   // their codec: answered in fp32.
   absl::flat_hash_set<uint32_t> exact_chunks_ ABSL_GUARDED_BY(mu_);
-  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // The calls waiting for the open round. A call's deadline is its arrival
+  // + hold_timeout, and it expires only while the round is held and the
+  // hold itself is hold_timeout old: so each call waits hold_timeout from
+  // the later of its arrival and the hold's start (ExpireHolds).
+  core::WaiterList<RoundAnswerPtr> waiters_ ABSL_GUARDED_BY(mu_);
   // Set while the open round is held.
   std::optional<absl::Time> hold_began_ ABSL_GUARDED_BY(mu_);
 
   // The answers of the last max_lag + 1 closed rounds, by round.
-  std::map<uint64_t, RoundAnswerPtr> answers_ ABSL_GUARDED_BY(mu_);
+  core::AnswerCache<RoundAnswerPtr> answers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tern::global
