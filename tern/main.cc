@@ -175,8 +175,6 @@ int Main(int argc, char** argv) {
     absl::Status status = ApplySpecFile(ps_spec, *ps, &ps_options);
     if (status.ok()) status = server::ValidatePsOptions(ps_options);
     if (!status.ok()) return ConfigError("tern ps", status.message());
-    // Before the server starts a thread, so that every thread inherits the
-    // blocked signals.
     process::StopRequest stop;
     const process::SignalWatcher signals(&stop);
     return server::RunParameterServer(

@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "common/process/exit_codes.h"
 #include "common/process/port_file.h"
 #include "common/process/signals.h"
@@ -80,6 +82,31 @@ TEST_P(SignalWatcherTest, ASignalRequestsStop) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, SignalWatcherTest,
                          ::testing::Values(SIGINT, SIGTERM));
+
+// A thread that existed before the watcher (as libraries start them before
+// main) does not block the signals; the kernel may deliver SIGTERM to it.
+// The stop must still be requested instead of the process ending.
+TEST(SignalWatcherTest, AThreadStartedBeforeTheWatcherDoesNotEndTheProcess) {
+  absl::Notification release;
+  std::thread earlier([&] { release.WaitForNotification(); });
+  sigset_t both;
+  sigemptyset(&both);
+  sigaddset(&both, SIGINT);
+  sigaddset(&both, SIGTERM);
+  sigset_t previous;
+  // Block them here, so that only `earlier` can take the signal.
+  pthread_sigmask(SIG_BLOCK, &both, &previous);
+  StopRequest stop;
+  {
+    SignalWatcher watcher(&stop);
+    ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+    ASSERT_TRUE(stop.WaitFor(absl::Seconds(30)));
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  release.Notify();
+  earlier.join();
+  EXPECT_EQ(stop.reason(), std::string(strsignal(SIGTERM)) + " received");
+}
 
 TEST(SignalWatcherTest, WithoutASignalNothingIsRequested) {
   StopRequest stop;

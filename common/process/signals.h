@@ -1,11 +1,12 @@
-// SIGINT and SIGTERM as a StopRequest (common/process/stop.h): nothing runs
-// in a signal handler. The watcher blocks both signals in the thread that
-// creates it, which every thread started afterwards inherits, and takes
-// them in a thread of its own with sigtimedwait.
+// SIGINT and SIGTERM as a StopRequest (common/process/stop.h). The signal
+// handler only writes the signal's number into a pipe (the self-pipe
+// trick: write(2) is async-signal-safe); a thread of the watcher reads it
+// and requests the stop. This holds whichever thread the kernel picks for
+// the signal, including threads that libraries started before main() (a
+// blocked-mask scheme missed those: the signal then took its default
+// action and the process ended with 143 instead of shutting down).
 //
-// Create it in main() before any other thread is started (or block both
-// signals in those threads too); a signal that reaches a thread where it
-// is not blocked ends the process by its default action.
+// One watcher at a time per process: signal dispositions are process-wide.
 #ifndef TERN_COMMON_PROCESS_SIGNALS_H_
 #define TERN_COMMON_PROCESS_SIGNALS_H_
 
@@ -13,7 +14,6 @@
 
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "common/process/stop.h"
 
 namespace tern::process {
@@ -22,19 +22,22 @@ class SignalWatcher {
  public:
   // Starts watching; `stop` (borrowed, must outlive the watcher) is
   // requested with strsignal's name ("Terminated received" for SIGTERM,
-  // "Interrupt received" for SIGINT) when one arrives.
+  // "Interrupt received" for SIGINT) when one arrives. Aborts when
+  // another watcher is alive or the pipe cannot be made (our invariant,
+  // not input from outside).
   explicit SignalWatcher(StopRequest* stop);
-  // Ends the thread, takes the signals still pending (which would kill the
-  // process the moment they are unblocked) and restores the mask.
+  // Restores the previous handlers and ends the thread.
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
  private:
+  void Watch();
+
   StopRequest* const stop_;
-  sigset_t set_;
-  sigset_t previous_;
-  absl::Notification done_;
+  int read_fd_ = -1;
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
   std::thread thread_;
 };
 
