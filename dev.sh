@@ -38,7 +38,7 @@ case "$cmd" in
         # (its tests spend their time inside an uninstrumented libtorch).
         sanitize)
           config=(--config=sanitize)
-          targets=(//common/... //kernels/... //server/... //global/...)
+          targets=(//common/... //kernels/... //core/... //server/... //global/...)
           ;;
         *) echo "dev.sh: unknown sanitizer '$2' (expected asan, ubsan, tsan or sanitize)" >&2; exit 2 ;;
       esac
