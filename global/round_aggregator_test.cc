@@ -556,6 +556,30 @@ TEST_F(HoldTest, AHoldOutlastingItsTimeoutAnswersUnavailableNamingTheLaggard) {
   ExpectSameBits(DecodeFp32((*answer)->average[0].payload), {0.5f});
 }
 
+// The one expiry rule (core/barrier.h) under a hold: a call waits
+// hold_timeout from the later of its arrival and the hold's start, and
+// expires exactly at that deadline.
+TEST_F(HoldTest, ACallArrivingDuringAHoldExpiresExactlyAtItsOwnDeadline) {
+  LeadRound(0, 1);
+  LeadRound(1, 1);
+  auto held = LeadRound(2, 1);  // the hold begins now: H
+  ASSERT_TRUE(f_.gs->holding());
+  f_.clock->Advance(absl::Seconds(1));
+  auto retry = f_.Send(Request(0, 2));  // a retry at H + 1s
+  f_.clock->Advance(kHoldTimeout - absl::Seconds(1));  // H + hold_timeout
+  f_.Tick();
+  ASSERT_TRUE(held->done()) << "expired exactly at its deadline";
+  EXPECT_FALSE(retry->done());
+  f_.clock->Advance(absl::Seconds(1) - absl::Nanoseconds(1));
+  f_.Tick();
+  EXPECT_FALSE(retry->done()) << "one nanosecond before its own deadline";
+  f_.clock->Advance(absl::Nanoseconds(1));
+  f_.Tick();
+  ASSERT_TRUE(retry->done());
+  EXPECT_EQ(retry->Wait().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(f_.gs->stats().hold_timeouts, 2u);
+}
+
 TEST(RoundAggregatorTest, ADataCenterThatNeverRegisteredIsLaggingToo) {
   Fixture f(2, /*max_lag=*/0);
   ASSERT_TRUE(f.gs->Register(Registration(0, 2, {1})).ok());
