@@ -10,10 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_builder.h"
+#include "common/net/channel.h"
+#include "common/net/server.h"
 #include "gtest/gtest.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 #include "worker/checkpoint.h"
@@ -29,6 +27,14 @@ namespace {
 
 using Stub = tern::v1::ParameterServer::Stub;
 
+// The proxy forwards each call once, as it came: no retries of its own.
+net::ChannelOptions ProxyChannelOptions() {
+  net::ChannelOptions options;
+  options.max_message_bytes = 64 << 20;
+  options.retry.enabled = false;
+  return options;
+}
+
 // Stands between one worker and one real shard and forwards every call,
 // except the worker's PushPull of `crash_step`: that one fails with
 // ABORTED, as if the worker died there, after reaching the shard
@@ -36,20 +42,18 @@ using Stub = tern::v1::ParameterServer::Stub;
 class CrashingProxy final : public tern::v1::ParameterServer::Service {
  public:
   CrashingProxy(int shard_port, uint64_t crash_step, bool forward)
-      : shard_(tern::v1::ParameterServer::NewStub(grpc::CreateChannel(
-            absl::StrCat("127.0.0.1:", shard_port),
-            grpc::InsecureChannelCredentials()))),
+      : shard_(tern::v1::ParameterServer::NewStub(
+            net::CreateChannel(absl::StrCat("127.0.0.1:", shard_port),
+                               ProxyChannelOptions()))),
         crash_step_(crash_step),
         forward_(forward) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
-    builder.RegisterService(this);
-    builder.SetMaxReceiveMessageSize(64 << 20);
-    server_ = builder.BuildAndStart();
+    net::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.max_message_bytes = 64 << 20;
+    server_ = *net::Server::Start(options, {{this, "tern.v1.ParameterServer"}});
   }
-  ~CrashingProxy() override { server_->Shutdown(gpr_now(GPR_CLOCK_REALTIME)); }
-  int port() const { return port_; }
+  ~CrashingProxy() override { server_->Shutdown(absl::ZeroDuration()); }
+  int port() const { return server_->port(); }
 
   grpc::Status Join(grpc::ServerContext*, const tern::v1::JoinRequest* request,
                     tern::v1::JoinResponse* response) override {
@@ -92,8 +96,7 @@ class CrashingProxy final : public tern::v1::ParameterServer::Service {
   std::unique_ptr<Stub> shard_;  // the real shard this proxy forwards to
   const uint64_t crash_step_;
   const bool forward_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<net::Server> server_;
 };
 
 WorkerOptions ResumeRun(const std::string& codec) {

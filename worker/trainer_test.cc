@@ -16,10 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/net/server.h"
 #include "core/wire.h"
 #include "grpc/grpc.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
@@ -241,18 +240,16 @@ class Cluster {
     }
     for (uint32_t s = 0; kind == ShardKind::kFake && s < num_shards; ++s) {
       shards_.push_back(std::make_unique<FakeShard>(options.num_workers));
-      grpc::ServerBuilder builder;
-      int port = 0;
-      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                               &port);
-      builder.RegisterService(shards_.back().get());
-      builder.SetMaxReceiveMessageSize(64 << 20);
-      servers_.push_back(builder.BuildAndStart());
-      options_.ps.push_back(absl::StrCat("127.0.0.1:", port));
+      net::ServerOptions server_options;
+      server_options.listen = "127.0.0.1:0";
+      server_options.max_message_bytes = 64 << 20;
+      servers_.push_back(*net::Server::Start(
+          server_options, {{shards_.back().get(), "tern.v1.ParameterServer"}}));
+      options_.ps.push_back(absl::StrCat("127.0.0.1:", servers_.back()->port()));
     }
   }
   ~Cluster() {
-    for (auto& server : servers_) server->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+    for (auto& server : servers_) server->Shutdown(absl::ZeroDuration());
   }
 
   // Client timeouts of the workers.
@@ -331,7 +328,7 @@ class Cluster {
  private:
   WorkerOptions options_;
   std::vector<std::unique_ptr<FakeShard>> shards_;
-  std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::vector<std::unique_ptr<net::Server>> servers_;
   std::vector<std::unique_ptr<InProcessShard>> real_shards_;
 };
 

@@ -2,8 +2,6 @@
 
 #include "common/logging.h"
 #include "grpc/grpc.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_builder.h"
 
 namespace tern::worker {
 
@@ -21,13 +19,12 @@ InProcessShard::InProcessShard(uint32_t shard, uint32_t num_shards,
   aggregator_ = *server::Aggregator::Create(options, MakeNullLogger());
   service_ =
       std::make_unique<server::PsService>(aggregator_.get(), MakeNullLogger());
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port_);
-  builder.RegisterService(service_.get());
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.SetMaxSendMessageSize(64 << 20);
-  server_ = builder.BuildAndStart();
+  net::ServerOptions server_options;
+  server_options.listen = "127.0.0.1:0";
+  server_options.max_message_bytes = 64 << 20;
+  server_ = *net::Server::Start(server_options,
+                                {{service_.get(), "tern.v1.ParameterServer"}});
+  port_ = server_->port();
   ticker_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
       (void)aggregator_->ExpireWaits(absl::Now());
@@ -39,7 +36,7 @@ InProcessShard::~InProcessShard() {
   stop_.Notify();
   ticker_.join();
   aggregator_->Close(absl::UnavailableError("test shard stops"));
-  server_->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+  server_->Shutdown(absl::ZeroDuration());
 }
 
 }  // namespace tern::worker

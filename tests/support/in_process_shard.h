@@ -14,8 +14,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/net/server.h"
 #include "gtest/gtest.h"
-#include "grpcpp/server.h"
 #include "server/aggregator.h"
 #include "server/ps_service.h"
 
@@ -45,7 +45,7 @@ class InProcessShard {
  private:
   std::unique_ptr<server::Aggregator> aggregator_;
   std::unique_ptr<server::PsService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<net::Server> server_;
   int port_ = 0;
   absl::Notification stop_;
   std::thread ticker_;
