@@ -12,9 +12,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
 #include "common/logging.h"
+#include "common/net/server.h"
 #include "core/wire.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "worker/trainer.h"
 
@@ -100,13 +99,12 @@ class LpsProtocolTest : public ::testing::TestWithParam<LpsRun> {
   // Trains `steps` steps of worker 0 against a FakeLps.
   absl::Status Train(uint64_t checksum_error) {
     lps_ = std::make_unique<FakeLps>(kSteps, checksum_error);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(lps_.get());
-    builder.SetMaxReceiveMessageSize(64 << 20);
-    server_ = builder.BuildAndStart();
+    net::ServerOptions server_options;
+    server_options.listen = "127.0.0.1:0";
+    server_options.max_message_bytes = 64 << 20;
+    server_ = *net::Server::Start(server_options,
+                                  {{lps_.get(), "tern.v1.ParameterServer"}});
+    const int port = server_->port();
 
     WorkerOptions options;
     options.mode = GetParam().mode;
@@ -138,13 +136,13 @@ class LpsProtocolTest : public ::testing::TestWithParam<LpsRun> {
         PsClient::Connect(options.ps, client_options, MakeNullLogger());
     if (!client.ok()) return client.status();
     const absl::Status run = trainer_->Run(**client, nullptr);
-    server_->Shutdown(gpr_now(GPR_CLOCK_REALTIME));
+    server_->Shutdown(absl::ZeroDuration());
     return run;
   }
 
   static constexpr uint64_t kSteps = 3;
   std::unique_ptr<FakeLps> lps_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<net::Server> server_;
   std::unique_ptr<Trainer> trainer_;
 };
 
