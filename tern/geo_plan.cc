@@ -95,6 +95,83 @@ bool UsesLps(GeoMode mode) {
   return mode == GeoMode::kGaia || mode == GeoMode::kWeightgrad;
 }
 
+namespace {
+
+// The flags of the modes with LPSs (gaia, weightgrad), or their absence in
+// the others.
+absl::Status ValidateLpsFlags(const LaunchOptions& options, GeoMode mode,
+                              const std::string& with) {
+  const GeoOptions& geo = options.geo;
+  if (!UsesLps(mode)) {
+    for (const char* flag : kLpsOnlyFlags) {
+      if (Given(options, flag)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, " does not apply with ", with,
+                         ": it is for --geo=gaia|weightgrad"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (options.shards != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shards=", options.shards, " does not apply with ", with,
+        ": each data center has one LPS (--shards is for baseline and "
+        "terngrad)"));
+  }
+  if (Given(options, "sync_every") && geo.sync_every == 0) {
+    return absl::InvalidArgumentError("--sync_every must be at least 1");
+  }
+  if (!geo.weight_codec.empty() && geo.weight_codec != "ternary" &&
+      geo.weight_codec != "int8" && geo.weight_codec != "fp32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_codec: '", geo.weight_codec,
+                     "' is not one of ternary, int8, fp32"));
+  }
+  if (mode == GeoMode::kGaia && !geo.weight_codec.empty() &&
+      geo.weight_codec != "fp32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_codec=", geo.weight_codec,
+                     " does not apply with --geo=gaia: gaia's LPS sends "
+                     "fp32 weights"));
+  }
+  if (Given(options, "t_global_s") && !(geo.t_global_s > 0)) {
+    return absl::InvalidArgumentError("--t_global_s must be > 0");
+  }
+  if (Given(options, "max_lag") && geo.max_lag < 0) {
+    return absl::InvalidArgumentError("--max_lag must be at least 0");
+  }
+  return absl::OkStatus();
+}
+
+// --emulate_wan's own checks: root, the link rate, the namespace prefix.
+absl::Status ValidateWanFlags(const LaunchOptions& options, bool is_root) {
+  const GeoOptions& geo = options.geo;
+  if (!is_root) {
+    return absl::InvalidArgumentError(
+        "--emulate_wan needs root (network namespaces and tc): run tern "
+        "launch as root, or leave --emulate_wan out");
+  }
+  if (Given(options, "wan_mbit") &&
+      !(geo.wan_mbit >= 1 && geo.wan_mbit <= 10000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wan_mbit=", geo.wan_mbit, " is not in [1, 10000]"));
+  }
+  // tern-wan names the namespaces <prefix>gs and <prefix>dc<d>.
+  const bool prefix_ok =
+      !geo.wan_prefix.empty() && geo.wan_prefix.size() <= 16 &&
+      std::all_of(geo.wan_prefix.begin(), geo.wan_prefix.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '-' || c == '_';
+      });
+  if (!prefix_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wan_prefix: '", geo.wan_prefix,
+                     "' must be 1 to 16 letters, digits, '-' or '_'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateGeoOptions(const LaunchOptions& options, bool is_root) {
   absl::StatusOr<GeoMode> mode = ParseGeoMode(options.geo.mode);
   if (!mode.ok()) return mode.status();
@@ -141,67 +218,11 @@ absl::Status ValidateGeoOptions(const LaunchOptions& options, bool is_root) {
         " with --datacenters=", geo.datacenters,
         ": need 1 <= datacenters x workers_per_dc <= ", kMaxWorkers));
   }
-  if (UsesLps(*mode)) {
-    if (options.shards != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--shards=", options.shards, " does not apply with ", with,
-          ": each data center has one LPS (--shards is for baseline and "
-          "terngrad)"));
-    }
-    if (Given(options, "sync_every") && geo.sync_every == 0) {
-      return absl::InvalidArgumentError("--sync_every must be at least 1");
-    }
-    if (!geo.weight_codec.empty() && geo.weight_codec != "ternary" &&
-        geo.weight_codec != "int8" && geo.weight_codec != "fp32") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--weight_codec: '", geo.weight_codec,
-                       "' is not one of ternary, int8, fp32"));
-    }
-    if (*mode == GeoMode::kGaia && !geo.weight_codec.empty() &&
-        geo.weight_codec != "fp32") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--weight_codec=", geo.weight_codec,
-                       " does not apply with --geo=gaia: gaia's LPS sends "
-                       "fp32 weights"));
-    }
-    if (Given(options, "t_global_s") && !(geo.t_global_s > 0)) {
-      return absl::InvalidArgumentError("--t_global_s must be > 0");
-    }
-    if (Given(options, "max_lag") && geo.max_lag < 0) {
-      return absl::InvalidArgumentError("--max_lag must be at least 0");
-    }
-  } else {
-    for (const char* flag : kLpsOnlyFlags) {
-      if (Given(options, flag)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", flag, " does not apply with ", with,
-                         ": it is for --geo=gaia|weightgrad"));
-      }
-    }
+  if (absl::Status status = ValidateLpsFlags(options, *mode, with);
+      !status.ok()) {
+    return status;
   }
-  if (geo.emulate_wan) {
-    if (!is_root) {
-      return absl::InvalidArgumentError(
-          "--emulate_wan needs root (network namespaces and tc): run tern "
-          "launch as root, or leave --emulate_wan out");
-    }
-    if (Given(options, "wan_mbit") &&
-        !(geo.wan_mbit >= 1 && geo.wan_mbit <= 10000)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--wan_mbit=", geo.wan_mbit, " is not in [1, 10000]"));
-    }
-    // tern-wan names the namespaces <prefix>gs and <prefix>dc<d>.
-    const bool prefix_ok =
-        !geo.wan_prefix.empty() && geo.wan_prefix.size() <= 16 &&
-        std::all_of(geo.wan_prefix.begin(), geo.wan_prefix.end(), [](char c) {
-          return absl::ascii_isalnum(c) || c == '-' || c == '_';
-        });
-    if (!prefix_ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--wan_prefix: '", geo.wan_prefix,
-                       "' must be 1 to 16 letters, digits, '-' or '_'"));
-    }
-  }
+  if (geo.emulate_wan) return ValidateWanFlags(options, is_root);
   return absl::OkStatus();
 }
 

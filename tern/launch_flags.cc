@@ -2,6 +2,8 @@
 // and the geo flags, on the `launch` subcommand.
 #include <algorithm>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,40 @@ CLI::Option* AddFlag(CLI::App* app, const std::string& name, T* value,
       ->group(group);
 }
 
+// The values given for each worker flag, as they were typed. CLI11 runs an
+// option's transforms on its results in place (the worker's enum flags turn
+// "terngrad" into the enum's number), and a worker must get the name back.
+using RawValues = std::map<const CLI::Option*, std::vector<std::string>>;
+
+// Records each value of `option` before any other validator sees it:
+// transform() puts its validator first.
+void RecordRawValues(CLI::Option* option,
+                     const std::shared_ptr<RawValues>& raw) {
+  option->transform(CLI::Validator(
+      [option, raw](std::string& value) {
+        (*raw)[option].push_back(value);
+        return std::string();
+      },
+      ""));
+}
+
 // "--name=value" for each value of each given option, in definition order.
 // Repeating a list flag once per value keeps values with commas intact.
-std::vector<std::string> GivenFlags(const std::vector<CLI::Option*>& flags) {
+std::vector<std::string> GivenFlags(const std::vector<CLI::Option*>& flags,
+                                    const RawValues& raw) {
   std::vector<std::string> args;
   for (const CLI::Option* flag : flags) {
-    if (flag->count() == 0) continue;
-    for (const std::string& value : flag->reduced_results()) {
+    const size_t count = flag->count();
+    if (count == 0) continue;
+    const auto recorded = raw.find(flag);
+    // CLI11 may validate an option's results more than once: the last
+    // `count` recorded are the current ones.
+    const std::vector<std::string> values =
+        recorded != raw.end() && recorded->second.size() >= count
+            ? std::vector<std::string>(recorded->second.end() - count,
+                                       recorded->second.end())
+            : flag->reduced_results();
+    for (const std::string& value : values) {
       args.push_back(absl::StrCat("--", flag->get_single_name(), "=", value));
     }
   }
@@ -157,8 +186,10 @@ void AddLaunchFlags(CLI::App* app, LaunchOptions* options) {
   AddClusterFlags(app, options);
   std::vector<CLI::Option*> worker_flags = AddJobFlags(app, options);
   AddGeoFlags(app, &options->geo, &worker_flags);
-  app->callback([app, options, worker_flags] {
-    options->worker_args = GivenFlags(worker_flags);
+  auto raw = std::make_shared<RawValues>();
+  for (CLI::Option* option : worker_flags) RecordRawValues(option, raw);
+  app->callback([app, options, worker_flags, raw] {
+    options->worker_args = GivenFlags(worker_flags, *raw);
     options->given_flags.clear();
     for (const CLI::Option* option : app->get_options()) {
       if (option->count() == 0 ||

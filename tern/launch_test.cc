@@ -85,6 +85,18 @@ TEST_F(LaunchFlagsTest, WorkerFlagsFromTheEnvironmentArePassedToo) {
               ElementsAre("--batch_size=16", "--steps=5"));
 }
 
+// The worker's enum flags are numbers inside CLI11 once parsed; the
+// workers must get the names that were typed.
+TEST_F(LaunchFlagsTest, EnumWorkerFlagsPassByName) {
+  Parse({"--codec=onebit", "--steps=5"});
+  EXPECT_THAT(options_.worker_args,
+              ElementsAre("--steps=5", "--codec=onebit"));
+  ::setenv("TERN_CODEC", "qsgd", 1);
+  Parse({});
+  ::unsetenv("TERN_CODEC");
+  EXPECT_THAT(options_.worker_args, ElementsAre("--codec=qsgd"));
+}
+
 TEST_F(LaunchFlagsTest, ShardArgs) {
   Parse({"--shards=3", "--workers=5", "--log_level=debug"});
   EXPECT_THAT(ShardArgs(options_, 1, "/o/ps-1.port"),
