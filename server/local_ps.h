@@ -29,7 +29,20 @@
 // final round (BuildFinalRound) follows once every earlier round is
 // answered. Without a GS (single data center) there are no rounds.
 //
-// Callbacks are never called with the lock held (as server/aggregator.h).
+// Mechanics from the server core (core/README.md): answers run through a
+// core::Deferred, never with the lock held; the join barrier is a
+// core::ArrivalSet with a core::WaiterList under the one expiry rule (a
+// join waits at most hold_limit, the barrier timeout; join_timeout bounds
+// the join phase, server/WEIGHTGRAD.md); the join config is compared by
+// core::JoinComparison, shapes and message sizes by core/limits.h, pushes
+// by core::ValidatePayload and core::DecodeFinite.
+//
+// The code is split by purpose: local_ps.cc (creation, expiry, shutdown),
+// local_ps_join.cc (the join barrier and the run config it fixes),
+// local_ps_answer.cc (pushes and the answer policy: when an answer may go,
+// and what it carries), local_ps_rounds.cc (the round queue for the
+// synchronizer client).
+//
 // Thread safety: every method may be called from any thread at once; one
 // mutex guards everything (the LPS applies gradients one at a time).
 #ifndef TERN_SERVER_LOCAL_PS_H_
@@ -49,13 +62,18 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "core/barrier.h"
+#include "core/deferred.h"
 #include "kernels/codec.h"
-#include "server/aggregator.h"
 #include "server/gradient_synchronizer.h"
 #include "server/lps_state.h"
 #include "server/messages.h"
 
 namespace tern::server {
+
+// One push's answer, shared by every waiter for it (the same alias as
+// server/push_pull.h's; both name the one type, so either may be included).
+using PushAnswer = std::shared_ptr<const PushReply>;
 
 // The `worker` field of the stream the LPS ternarizes worker i's weights
 // with at step t: (seed, t, chunk, kWeightStreamBit | i). The bit keeps
@@ -75,9 +93,12 @@ struct LocalPsOptions {
   // --g_thresh; unset: the dynamic threshold.
   std::optional<double> g_thresh;
   absl::Duration sync_timeout = absl::Seconds(60);
-  // How long a held answer waits (--barrier_timeout_s).
+  // The barrier timeout (--barrier_timeout_s): how long a held answer
+  // waits, and how long one Join call waits for the others (the core's
+  // expiry rule; the worker retries a join that expired).
   absl::Duration hold_limit = absl::Seconds(50);
-  // How long the LPS waits for all workers to join.
+  // How long the LPS waits, from its creation, for all workers to join
+  // (core::JoinPhaseExpired); not the wait of any one call.
   absl::Duration join_timeout = absl::Seconds(300);
   uint64_t max_message_bytes = 64ull << 20;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -117,11 +138,11 @@ class LocalPs {
   // which must match its checksum. INVALID_ARGUMENT for a join of another
   // mode, more than one shard, or options that do not fit. Answered once
   // all N workers have joined.
-  void Join(const JoinRequest& request, Callback<JoinReply> done);
+  void Join(const JoinRequest& request, core::Callback<JoinReply> done);
 
   // Applies one worker's gradient of every chunk (nothing unless all are
   // valid); answered with the weights, at once or once a hold ends.
-  void PushPull(const PushRequest& request, Callback<PushAnswer> done);
+  void PushPull(const PushRequest& request, core::Callback<PushAnswer> done);
 
   // Answers held pushes whose hold is over or whose limit passed, and
   // returns DEADLINE_EXCEEDED once the join timeout passed with workers
@@ -173,15 +194,15 @@ class LocalPs {
     uint64_t step = 0;
     bool fp32_weights = false;
     absl::Time deadline;
-    Callback<PushAnswer> done;
-  };
-  struct JoinWaiter {
-    uint32_t worker = 0;
-    absl::Time deadline;
-    Callback<JoinReply> done;
+    core::Callback<PushAnswer> done;
   };
   enum class Final { kTraining, kDue, kSent, kDone };
-  class Deferred;
+  using Deferred = core::Deferred;
+
+  // How many steps a worker may run ahead of the open local step.
+  static constexpr uint64_t kMaxLead = 1;
+  // "1.5s".
+  static std::string Seconds(absl::Duration duration);
 
   LocalPs(LocalPsOptions options, Logger logger);
 
@@ -208,6 +229,11 @@ class LocalPs {
   // when `fp32_weights` or at the run's last step.
   absl::StatusOr<PushAnswer> Answer(uint32_t worker, uint64_t step,
                                     bool fp32_weights) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to every waiting Join, once all workers have joined.
+  JoinReply JoinAnswer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Expires the Join calls past their deadline (the core's rule).
+  void ExpireJoins(absl::Time now, Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the waiters that may go, and fails those past their deadline.
   void Release(absl::Time now, Deferred* deferred)
@@ -237,9 +263,8 @@ class LocalPs {
   std::unique_ptr<LpsState> state_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<GradientSynchronizer> sync_ ABSL_GUARDED_BY(mu_);
 
-  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
-  uint32_t num_joined_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<JoinWaiter> join_waiters_ ABSL_GUARDED_BY(mu_);
+  core::ArrivalSet joined_ ABSL_GUARDED_BY(mu_);
+  core::WaiterList<JoinReply> join_waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<PushWaiter> push_waiters_ ABSL_GUARDED_BY(mu_);
 
   // Rounds built and not yet taken by the client thread, in order.

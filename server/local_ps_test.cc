@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
 #include "kernels/codec_registry.h"
@@ -341,6 +342,66 @@ TEST_F(LocalPsTest, RefusesJoinsThatDoNotFit) {
   // Closing answers worker 0's pending join while `status` still lives.
   lps.reset();
   EXPECT_TRUE(absl::IsUnavailable(*status)) << *status;
+}
+
+// The core's expiry rule for joins: a Join call waits at most the barrier
+// timeout (hold_limit, 5 s here) from its arrival, and exactly at its
+// deadline it is answered DEADLINE_EXCEEDED naming the missing worker; the
+// join phase stays open (the worker retries and completes it), and only
+// join_timeout, counted from the LPS's creation, ends the process's wait.
+TEST_F(LocalPsTest, AJoinWaitsTheBarrierTimeoutAndTheJoinPhaseJoinTimeout) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);  // join_timeout 300 s
+  std::optional<absl::StatusOr<JoinReply>> first;
+  lps->Join(Join(0), [&](absl::StatusOr<JoinReply> r) { first = r; });
+  now_ += absl::Seconds(5) - absl::Nanoseconds(1);
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());
+  EXPECT_FALSE(first.has_value());
+  now_ += absl::Nanoseconds(1);  // exactly at the deadline: expired
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(first->status())) << first->status();
+  EXPECT_THAT(std::string(first->status().message()),
+              ::testing::HasSubstr("worker 1 did not join the LPS within 5s"));
+
+  // The retry of worker 0 and worker 1's join complete the barrier.
+  std::optional<absl::StatusOr<JoinReply>> retry;
+  std::optional<absl::StatusOr<JoinReply>> second;
+  lps->Join(Join(0), [&](absl::StatusOr<JoinReply> r) { retry = r; });
+  EXPECT_FALSE(retry.has_value());
+  lps->Join(Join(1), [&](absl::StatusOr<JoinReply> r) { second = r; });
+  ASSERT_TRUE(retry.has_value() && second.has_value());
+  EXPECT_TRUE(retry->ok()) << retry->status();
+  EXPECT_TRUE(second->ok()) << second->status();
+  now_ += absl::Seconds(400);
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());  // everyone joined
+}
+
+TEST_F(LocalPsTest, TheJoinPhaseEndsAtTheJoinTimeoutFromCreation) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  lps->Join(Join(0), [](absl::StatusOr<JoinReply>) {});
+  now_ += absl::Seconds(300) - absl::Nanoseconds(1);
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());
+  now_ += absl::Nanoseconds(1);
+  const absl::Status status = lps->ExpireWaits(now_);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::HasSubstr("only 1 of 2 workers joined within 300s"));
+}
+
+TEST_F(LocalPsTest, ALaterJoinerThatDiffersIsToldTheFieldAndBothValues) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  lps->Join(Join(0), [](absl::StatusOr<JoinReply>) {});
+  JoinRequest other_seed = Join(1);
+  other_seed.config.seed = 99;
+  std::optional<absl::Status> status;
+  lps->Join(other_seed, [&](absl::StatusOr<JoinReply> r) {
+    status = r.status();
+  });
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(*status)) << *status;
+  EXPECT_EQ(status->message(),
+            "seed 99 of worker 1 differs from 0 of worker 0: every worker "
+            "must run with the same flags and model");
 }
 
 }  // namespace
