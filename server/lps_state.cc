@@ -132,16 +132,16 @@ absl::StatusOr<size_t> LpsState::IndexOf(uint32_t key) const {
   return it->second;
 }
 
-absl::StatusOr<ApplyResult> LpsState::ApplyGradient(
+absl::StatusOr<size_t> LpsState::CheckGradient(
     uint32_t worker, uint64_t step, uint32_t key,
-    absl::Span<const float> gradient) {
+    absl::Span<const float> gradient) const {
   if (worker >= options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "worker %d is out of range: %d workers", worker, options_.num_workers));
   }
   absl::StatusOr<size_t> index = IndexOf(key);
   if (!index.ok()) return index.status();
-  ChunkState& chunk = chunks_[*index];
+  const ChunkState& chunk = chunks_[*index];
   if (gradient.size() != chunk.weights.size()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("gradient of chunk %d has %d values, want %d", key,
@@ -172,6 +172,15 @@ absl::StatusOr<ApplyResult> LpsState::ApplyGradient(
                           key, worker, gradient[i], i));
     }
   }
+  return index;
+}
+
+absl::StatusOr<ApplyResult> LpsState::ApplyGradient(
+    uint32_t worker, uint64_t step, uint32_t key,
+    absl::Span<const float> gradient) {
+  absl::StatusOr<size_t> index = CheckGradient(worker, step, key, gradient);
+  if (!index.ok()) return index.status();
+  ChunkState& chunk = chunks_[*index];
 
   // Momentum correction as in DGC (Lin et al., ICLR 2018), which
   // WeightGrad section 4.3 adopts: the velocity v accumulates the gradient

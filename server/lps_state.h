@@ -175,6 +175,12 @@ class LpsState {
 
   // INVALID_ARGUMENT naming the key when the shard does not own it.
   absl::StatusOr<size_t> IndexOf(uint32_t key) const;
+  // The index of `key`'s chunk when worker `worker`'s gradient for `step`
+  // may be applied there now; ALREADY_EXISTS for a retry of a step applied
+  // already, another error for a gradient that does not fit (ApplyGradient).
+  absl::StatusOr<size_t> CheckGradient(uint32_t worker, uint64_t step,
+                                       uint32_t key,
+                                       absl::Span<const float> gradient) const;
 
   const LpsStateOptions options_;
   const LrSchedule lr_schedule_;
