@@ -1,17 +1,14 @@
 #include "worker/worker_flags.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <type_traits>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
-#include "common/status_macros.h"
 #include "kernels/payload.h"
 #include "worker/codec_config.h"
 #include "worker/train_mode.h"
@@ -61,65 +58,9 @@ CLI::Validator GradientCodecFlag() {
       &GradientCodecNames, "CODEC");
 }
 
-// "cpu", "cuda" or "cuda:N" (N a device ordinal below 64).
-bool IsDeviceName(const std::string& name) {
-  if (name == "cpu" || name == "cuda") return true;
-  if (!absl::StartsWith(name, "cuda:")) return false;
-  uint32_t ordinal = 0;
-  return absl::SimpleAtoi(name.substr(5), &ordinal) && ordinal < 64 &&
-         name.substr(5) == std::to_string(ordinal);
-}
-
-// What --mode=weightgrad|gaia asks of the other flags: one LPS, which runs
-// momentum SGD and holds the state, and the gradient codec it decodes.
-absl::Status ValidateLpsModeOptions(const WorkerOptions& o) {
-  const absl::string_view mode = TrainModeName(o.mode);
-  if (o.ps.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mode=", mode,
-                     " takes one --ps (the data center's local "
-                     "parameter server), not ",
-                     o.ps.size()));
-  }
-  if (o.optimizer == "adam") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer=adam with --mode=", mode,
-        ": the local parameter server runs momentum SGD (sgd or momentum)"));
-  }
-  if (o.momentum >= 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--momentum must be below 1 with --mode=", mode));
-  }
-  if (!o.checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--checkpoint_dir with --mode=", mode,
-        ": the local parameter server holds the weights and optimizer "
-        "state; worker checkpoints are for --mode=terngrad"));
-  }
-  const bool terngrad = o.codec == kernels::CodecId::kTernGrad;
-  if (o.mode == TrainMode::kWeightGrad && !terngrad) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--codec=", kernels::CodecName(o.codec),
-                     " with --mode=weightgrad: workers push TernGrad "
-                     "gradients (--codec=terngrad)"));
-  }
-  if (o.mode == TrainMode::kGaia && !terngrad &&
-      o.codec != kernels::CodecId::kFp32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--codec=", kernels::CodecName(o.codec),
-                     " with --mode=gaia: workers push fp32"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
-  constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+// Who this worker is, which shards it talks to and how long it waits for them.
+void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
   constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
-  const double kInf = std::numeric_limits<double>::infinity();
-
-  // --- cluster ---
   Flag(app, "mode", &o->mode,
        "terngrad: share scalers, push ternary gradients, pull their sum and "
        "step a local optimizer (DESIGN section 3). weightgrad: push the "
@@ -169,8 +110,11 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "how long to keep trying to reach the shards at start, in seconds")
       ->check(FinitePositive())
       ->group("Cluster");
+}
 
-  // --- model and data ---
+// What this worker trains, on which data and where.
+void AddModelAndDataFlags(CLI::App* app, WorkerOptions* o) {
+  constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
   Flag(app, "model", &o->model, "model to train")
       ->check(CLI::IsMember({"lenet", "mlp", "cifarnet"}))
       ->group("Model and data");
@@ -199,8 +143,12 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
           },
           "DEVICE"))
       ->group("Model and data");
+}
 
-  // --- optimizer ---
+// The optimizer and its learning-rate schedule.
+void AddOptimizerFlags(CLI::App* app, WorkerOptions* o) {
+  constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+  const double kInf = std::numeric_limits<double>::infinity();
   Flag(app, "optimizer", &o->optimizer,
        "sgd, momentum (SGD with --momentum) or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
@@ -227,8 +175,12 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "lr_gamma", &o->lr_gamma, "step schedule: decay factor")
       ->check(FiniteIn(0, kInf))
       ->group("Optimizer");
+}
 
-  // --- communication ---
+// How gradients travel: the codec, its layouts and what stays fp32.
+void AddCommunicationFlags(CLI::App* app, WorkerOptions* o) {
+  constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+  const double kInf = std::numeric_limits<double>::infinity();
   Flag(app, "codec", &o->codec,
        "gradient codec on the wire: terngrad (Wen et al. 2017); fp32, fp16 "
        "(baselines); onebit (Seide et al. 2014), threshold (Strom 2015), "
@@ -264,8 +216,11 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
        "largest chunk, in fp32 bytes (the unit of sharding and of scalers)")
       ->check(CLI::Range(uint64_t{4}, kU64Max))
       ->group("Communication");
+}
 
-  // --- compressors (kernels/codec_options.h) ---
+// The compressors' own knobs (kernels/codec_options.h).
+void AddCompressorFlags(CLI::App* app, WorkerOptions* o) {
+  constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
   Flag(app, "tau", &o->tau,
        "threshold (Strom 2015): an error-compensated value reaching +-tau is "
        "sent as +-tau; the rest stays in the residual")
@@ -311,8 +266,10 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
          "reconstruction values from --sample_size drawn elements instead of "
          "all of them")
       ->group("Compressors");
+}
 
-  // --- checks and output ---
+// Checksums, evaluation, metrics, checkpoints and logging.
+void AddChecksAndOutputFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "check_every", &o->check_every,
        "compare parameter checksums with the shards every N steps (0: only "
        "at the end)")
@@ -339,78 +296,16 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* o) {
       ->group("Checks and output");
 }
 
-absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
-  if (o.num_workers == 0) {
-    return absl::InvalidArgumentError("--num_workers must be at least 1");
-  }
-  if (o.worker_id >= o.num_workers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--worker_id=", o.worker_id,
-                     " is not below --num_workers=", o.num_workers));
-  }
-  if (o.num_data_slices != 0 && o.data_slice >= o.num_data_slices) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--data_slice=", o.data_slice,
-                     " is not below --num_data_slices=", o.num_data_slices));
-  }
-  if (o.ps.empty()) {
-    return absl::InvalidArgumentError(
-        "--ps is empty: give the shard addresses (host:port, comma-separated)");
-  }
-  for (const std::string& address : o.ps) {
-    if (address.empty() || address.find(':') == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--ps: '", address, "' is not an address of the form host:port"));
-    }
-  }
-  if (o.run_id.empty()) {
-    return absl::InvalidArgumentError("--run_id must not be empty");
-  }
-  if (!(o.rpc_timeout_s > 0) || !std::isfinite(o.rpc_timeout_s)) {
-    return absl::InvalidArgumentError("--rpc_timeout_s must be a number > 0");
-  }
-  if (!(o.join_timeout_s > 0) || !std::isfinite(o.join_timeout_s)) {
-    return absl::InvalidArgumentError("--join_timeout_s must be a number > 0");
-  }
-  if (o.batch_size == 0) {
-    return absl::InvalidArgumentError("--batch_size must be at least 1");
-  }
-  if (o.steps == 0) {
-    return absl::InvalidArgumentError("--steps must be at least 1");
-  }
-  if (o.threads == 0) {
-    return absl::InvalidArgumentError("--threads must be at least 1");
-  }
-  if (!IsDeviceName(o.device)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device: '", o.device, "' is not cpu, cuda or cuda:N"));
-  }
-  if (o.partition_bytes < 4) {
-    return absl::InvalidArgumentError(
-        "--partition_bytes must be at least 4 (one float)");
-  }
-  if (!(o.momentum >= 0 && o.momentum <= 1)) {
-    return absl::InvalidArgumentError("--momentum must be in [0, 1]");
-  }
-  if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
-    return absl::InvalidArgumentError(
-        "--weight_decay must be a finite number >= 0");
-  }
-  if (o.optimizer != "sgd" && o.optimizer != "momentum" &&
-      o.optimizer != "adam") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer: '", o.optimizer, "' is not sgd, momentum or adam"));
-  }
-  if (!IsKnownTrainMode(o.mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mode: ", static_cast<int>(o.mode),
-                     " is not one of ", TrainModeNames()));
-  }
-  if (UsesLocalParameterServer(o.mode)) {
-    TERN_RETURN_IF_ERROR(ValidateLpsModeOptions(o));
-  }
-  // --codec, --clip, --packing, --sum_packing and the compressors' flags.
-  return MakeRunCodecOptions(o).status();
+}  // namespace
+
+// The groups register in the order --help lists them.
+void AddWorkerFlags(CLI::App* app, WorkerOptions* options) {
+  AddClusterFlags(app, options);
+  AddModelAndDataFlags(app, options);
+  AddOptimizerFlags(app, options);
+  AddCommunicationFlags(app, options);
+  AddCompressorFlags(app, options);
+  AddChecksAndOutputFlags(app, options);
 }
 
 }  // namespace tern::worker

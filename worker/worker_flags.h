@@ -6,6 +6,8 @@
 #ifndef TERN_WORKER_WORKER_FLAGS_H_
 #define TERN_WORKER_WORKER_FLAGS_H_
 
+#include <string>
+
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "worker/worker_options.h"
@@ -19,8 +21,13 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* options);
 
 // The checks that involve several flags or that a parse cannot see
 // (worker_id < num_workers, at least one shard, ...). INVALID_ARGUMENT
-// naming the flags. RunWorker calls it first.
+// naming the flags. RunWorker calls it first. Defined in
+// worker_flags_check.cc.
 absl::Status ValidateWorkerOptions(const WorkerOptions& options);
+
+// Whether `name` is a --device the worker accepts: "cpu", "cuda" or
+// "cuda:N" with N a device ordinal below 64 written without leading zeros.
+bool IsDeviceName(const std::string& name);
 
 }  // namespace tern::worker
 
