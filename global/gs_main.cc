@@ -23,6 +23,71 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 // How long in-flight calls may take to finish at shutdown.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
+// The round aggregator's options from the flags.
+RoundAggregatorOptions MakeAggregatorOptions(const GsOptions& options) {
+  RoundAggregatorOptions aggregator_options;
+  aggregator_options.num_datacenters = options.num_datacenters;
+  aggregator_options.seed = options.seed;
+  aggregator_options.t_global = absl::Seconds(options.t_global_s);
+  aggregator_options.max_lag = options.max_lag;
+  aggregator_options.hold_timeout = absl::Seconds(options.hold_timeout_s);
+  aggregator_options.max_message_bytes =
+      static_cast<uint64_t>(options.max_message_mb) << 20;
+  return aggregator_options;
+}
+
+// Serves `service` on --listen, with health; logs the failure, if any.
+absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
+                                                   GsService* service,
+                                                   const Logger& logger) {
+  net::ServerOptions server_options;
+  server_options.listen = options.listen;
+  server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
+                                     << 20;
+  absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
+      server_options, {{service, tern::v1::GlobalServer::service_full_name()}});
+  if (!server.ok()) {
+    logger->error("{}", std::string(server.status().message()));
+  }
+  return server;
+}
+
+// Moves the rounds on every tick until `stop` is requested.
+void ServeUntilStopped(const process::StopRequest& stop, const Logger& logger,
+                       RoundAggregator* aggregator) {
+  while (!stop.WaitFor(kTick)) aggregator->Tick(absl::Now());
+  logger->info("{}: shutting down", stop.reason());
+}
+
+// Logs where the rounds stopped and writes --report_file, if given.
+void Report(const GsOptions& options, const RoundAggregator& aggregator,
+            const Logger& logger) {
+  const RoundStats stats = aggregator.stats();
+  logger->info(
+      "stopped at round {}: {} rounds closed, {} late updates, {} duplicates, "
+      "{} refused, {} holds ({} held calls timed out), {} bytes in, {} bytes "
+      "out",
+      aggregator.open_round(), stats.rounds_closed, stats.late_submissions,
+      stats.duplicates, stats.refused, stats.holds, stats.hold_timeouts,
+      stats.bytes_in, stats.bytes_out);
+  if (options.report_file.empty()) return;
+  records::GlobalServerReport report;
+  report.open_round = aggregator.open_round();
+  report.rounds_closed = stats.rounds_closed;
+  report.late_submissions = stats.late_submissions;
+  report.duplicates = stats.duplicates;
+  report.refused = stats.refused;
+  report.holds = stats.holds;
+  report.hold_timeouts = stats.hold_timeouts;
+  report.bytes_in = stats.bytes_in;
+  report.bytes_out = stats.bytes_out;
+  if (absl::Status status =
+          records::WriteGlobalServerReport(options.report_file, report);
+      !status.ok()) {
+    logger->warn("--report_file: {}", std::string(status.message()));
+  }
+}
+
 }  // namespace
 
 int RunGlobalServer(const GsOptions& options, Logger logger,
@@ -34,37 +99,19 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
   }
   logger->set_level(*ParseLogLevel(options.log_level));
 
-  RoundAggregatorOptions aggregator_options;
-  aggregator_options.num_datacenters = options.num_datacenters;
-  aggregator_options.seed = options.seed;
-  aggregator_options.t_global = absl::Seconds(options.t_global_s);
-  aggregator_options.max_lag = options.max_lag;
-  aggregator_options.hold_timeout = absl::Seconds(options.hold_timeout_s);
-  aggregator_options.max_message_bytes =
-      static_cast<uint64_t>(options.max_message_mb) << 20;
   absl::StatusOr<std::unique_ptr<RoundAggregator>> aggregator =
-      RoundAggregator::Create(std::move(aggregator_options), logger);
+      RoundAggregator::Create(MakeAggregatorOptions(options), logger);
   if (!aggregator.ok()) {
     logger->error("{}", std::string(aggregator.status().message()));
     return process::kExitPermanent;
   }
   // Declared after the aggregator, so the server goes first.
   GsService service(aggregator->get(), logger);
-
-  net::ServerOptions server_options;
-  server_options.listen = options.listen;
-  server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
-                                     << 20;
-  absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
-      server_options,
-      {{&service, tern::v1::GlobalServer::service_full_name()}});
-  if (!server.ok()) {
-    // Most often the port is still held by a previous instance: transient.
-    logger->error("{}", std::string(server.status().message()));
-    return process::kExitTransient;
-  }
+  absl::StatusOr<std::unique_ptr<net::Server>> server =
+      Serve(options, &service, logger);
+  // Most often the port is still held by a previous instance: transient.
+  if (!server.ok()) return process::kExitTransient;
   const int port = (*server)->port();
-
   const auto shut_down = [&] {
     (*aggregator)
         ->Close(absl::UnavailableError("the global server is shutting down"));
@@ -83,40 +130,9 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
       "T_global {}s, max lag {} rounds, hold timeout {}s",
       options.listen, port, options.num_datacenters, options.t_global_s,
       options.max_lag, options.hold_timeout_s);
-
-  while (true) {
-    if (stop.WaitFor(kTick)) {
-      logger->info("{}: shutting down", stop.reason());
-      break;
-    }
-    (*aggregator)->Tick(absl::Now());
-  }
+  ServeUntilStopped(stop, logger, aggregator->get());
   shut_down();
-  const RoundStats stats = (*aggregator)->stats();
-  logger->info(
-      "stopped at round {}: {} rounds closed, {} late updates, {} duplicates, "
-      "{} refused, {} holds ({} held calls timed out), {} bytes in, {} bytes "
-      "out",
-      (*aggregator)->open_round(), stats.rounds_closed, stats.late_submissions,
-      stats.duplicates, stats.refused, stats.holds, stats.hold_timeouts,
-      stats.bytes_in, stats.bytes_out);
-  if (!options.report_file.empty()) {
-    records::GlobalServerReport report;
-    report.open_round = (*aggregator)->open_round();
-    report.rounds_closed = stats.rounds_closed;
-    report.late_submissions = stats.late_submissions;
-    report.duplicates = stats.duplicates;
-    report.refused = stats.refused;
-    report.holds = stats.holds;
-    report.hold_timeouts = stats.hold_timeouts;
-    report.bytes_in = stats.bytes_in;
-    report.bytes_out = stats.bytes_out;
-    if (absl::Status status =
-            records::WriteGlobalServerReport(options.report_file, report);
-        !status.ok()) {
-      logger->warn("--report_file: {}", std::string(status.message()));
-    }
-  }
+  Report(options, **aggregator, logger);
   return process::kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -28,34 +29,65 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
 // Serves `service` (the shard's or the LPS's tern.v1.ParameterServer) on
-// --listen, with health.
+// --listen, with health. Logs the failure, if any: most often the port is
+// still held by a previous instance, so the caller exits transient.
 absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
-                                                   grpc::Service* service) {
+                                                   grpc::Service* service,
+                                                   const Logger& logger) {
   net::ServerOptions server_options;
   server_options.listen = options.listen;
   server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                      << 20;
-  return net::Server::Start(
+  absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
       server_options,
       {{service, tern::v1::ParameterServer::service_full_name()}});
+  if (!server.ok()) {
+    logger->error("{}", std::string(server.status().message()));
+  }
+  return server;
 }
 
-// `tern ps --mode=weightgrad|gaia`: a local parameter server and its link
-// to the global server (server/WEIGHTGRAD.md).
-int RunLocalParameterServer(const PsOptions& options, Logger logger,
-                            const process::StopRequest& stop) {
+// Writes --port_file, if given; logs and returns false when it cannot.
+bool WritePortFileIfAsked(const PsOptions& options, int port,
+                          const Logger& logger) {
+  if (options.port_file.empty()) return true;
+  const absl::Status status = process::WritePortFile(options.port_file, port);
+  if (!status.ok()) logger->error("{}", std::string(status.message()));
+  return status.ok();
+}
+
+// Calls `expire_waits` every tick until `stop` is requested (kExitOk) or
+// it fails, as when the workers do not join in time (kExitTransient).
+int ServeUntilStopped(const process::StopRequest& stop, const Logger& logger,
+                      absl::FunctionRef<absl::Status(absl::Time)> expire_waits) {
+  while (true) {
+    if (stop.WaitFor(kTick)) {
+      logger->info("{}: shutting down", stop.reason());
+      return process::kExitOk;
+    }
+    if (absl::Status status = expire_waits(absl::Now()); !status.ok()) {
+      logger->error("{}; exiting", std::string(status.message()));
+      return process::kExitTransient;
+    }
+  }
+}
+
+// The LPS's options from the flags; `weight_codec` gets the codec's name,
+// the mode's default when --weight_codec is empty.
+LocalPsOptions MakeLocalPsOptions(const PsOptions& options,
+                                  std::string* weight_codec) {
   LocalPsOptions lps_options;
   lps_options.mode =
       options.mode == "gaia" ? RunMode::kGaia : RunMode::kWeightGrad;
   lps_options.num_workers = options.num_workers;
-  std::string weight_codec = options.weight_codec;
-  if (weight_codec.empty()) {
-    weight_codec = options.mode == "gaia" ? "fp32" : "ternary";
+  *weight_codec = options.weight_codec;
+  if (weight_codec->empty()) {
+    *weight_codec = options.mode == "gaia" ? "fp32" : "ternary";
   }
-  lps_options.weight_codec = weight_codec == "ternary"
+  lps_options.weight_codec = *weight_codec == "ternary"
                                  ? kernels::CodecId::kTernGrad
-                             : weight_codec == "int8" ? kernels::CodecId::kInt8
-                                                      : kernels::CodecId::kFp32;
+                             : *weight_codec == "int8" ? kernels::CodecId::kInt8
+                                                       : kernels::CodecId::kFp32;
   lps_options.global = !options.global.empty();
   lps_options.global_name =
       absl::StrCat("the global server at ", options.global);
@@ -66,46 +98,71 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
   lps_options.join_timeout = absl::Seconds(options.join_timeout_s);
   lps_options.max_message_bytes = static_cast<uint64_t>(options.max_message_mb)
                                   << 20;
+  return lps_options;
+}
+
+// Starts the LPS's link to --global; null when there is no global server.
+std::unique_ptr<GsLink> StartGsLink(const PsOptions& options, LocalPs* lps,
+                                    const Logger& logger) {
+  if (options.global.empty()) return nullptr;
+  GsLinkOptions link_options;
+  link_options.address = options.global;
+  link_options.datacenter = options.datacenter;
+  link_options.num_datacenters = options.num_datacenters;
+  link_options.give_up = absl::Seconds(options.join_timeout_s);
+  link_options.max_message_bytes = static_cast<int>(options.max_message_mb)
+                                   << 20;
+  auto link = std::make_unique<GsLink>(link_options, lps, logger);
+  link->Start();
+  return link;
+}
+
+// Logs where the LPS stopped and writes --report_file, if given.
+void ReportLps(const PsOptions& options, const LocalPs& lps,
+               const Logger& logger) {
+  logger->info("stopped at step {}, {}checksum {}", lps.completed_steps(),
+               lps.finished() ? "final " : "",
+               FormatChecksum(lps.checksum()));
+  if (options.report_file.empty()) return;
+  records::LpsReport report;
+  report.datacenter = options.datacenter;
+  report.steps = lps.completed_steps();
+  report.final_sync_done = lps.finished();
+  report.param_checksum = FormatChecksum(lps.checksum());
+  report.wan_bytes_up = lps.wan_bytes_up();
+  report.wan_bytes_down = lps.wan_bytes_down();
+  if (absl::Status status = records::WriteLpsReport(options.report_file, report);
+      !status.ok()) {
+    logger->warn("--report_file: {}", std::string(status.message()));
+  }
+}
+
+// `tern ps --mode=weightgrad|gaia`: a local parameter server and its link
+// to the global server (server/WEIGHTGRAD.md).
+int RunLocalParameterServer(const PsOptions& options, Logger logger,
+                            const process::StopRequest& stop) {
+  std::string weight_codec;
   absl::StatusOr<std::unique_ptr<LocalPs>> lps =
-      LocalPs::Create(std::move(lps_options), logger);
+      LocalPs::Create(MakeLocalPsOptions(options, &weight_codec), logger);
   if (!lps.ok()) {
     logger->error("{}", std::string(lps.status().message()));
     return process::kExitPermanent;
   }
   LpsService service(lps->get(), logger);
-
-  const int max_message_bytes = static_cast<int>(options.max_message_mb) << 20;
   absl::StatusOr<std::unique_ptr<net::Server>> server =
-      Serve(options, &service);
-  if (!server.ok()) {
-    logger->error("{}", std::string(server.status().message()));
-    return process::kExitTransient;
-  }
+      Serve(options, &service, logger);
+  if (!server.ok()) return process::kExitTransient;
   const int port = (*server)->port();
-  std::unique_ptr<GsLink> link;
-  if (!options.global.empty()) {
-    GsLinkOptions link_options;
-    link_options.address = options.global;
-    link_options.datacenter = options.datacenter;
-    link_options.num_datacenters = options.num_datacenters;
-    link_options.give_up = absl::Seconds(options.join_timeout_s);
-    link_options.max_message_bytes = max_message_bytes;
-    link = std::make_unique<GsLink>(link_options, lps->get(), logger);
-    link->Start();
-  }
+  std::unique_ptr<GsLink> link = StartGsLink(options, lps->get(), logger);
   const auto shut_down = [&] {
     if (link != nullptr) link->Stop();
     (*lps)->Close(
         absl::UnavailableError("the local parameter server is shutting down"));
     (*server)->Shutdown(kShutdownGrace);
   };
-  if (!options.port_file.empty()) {
-    if (absl::Status status = process::WritePortFile(options.port_file, port);
-        !status.ok()) {
-      logger->error("{}", std::string(status.message()));
-      shut_down();
-      return process::kExitPermanent;
-    }
+  if (!WritePortFileIfAsked(options, port, logger)) {
+    shut_down();
+    return process::kExitPermanent;
   }
   logger->info(
       "LPS of data center {} of {} ({}, weights in {}) serving on {} (port "
@@ -116,37 +173,55 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
           ? std::string("no global server")
           : absl::StrCat("global server ", options.global, ", a round every ",
                          options.sync_every, " steps"));
-
-  int exit_code = process::kExitOk;
-  while (true) {
-    if (stop.WaitFor(kTick)) {
-      logger->info("{}: shutting down", stop.reason());
-      break;
-    }
-    if (absl::Status status = (*lps)->ExpireWaits(absl::Now()); !status.ok()) {
-      logger->error("{}; exiting", std::string(status.message()));
-      exit_code = process::kExitTransient;
-      break;
-    }
-  }
+  const int exit_code = ServeUntilStopped(
+      stop, logger, [&](absl::Time now) { return (*lps)->ExpireWaits(now); });
   shut_down();
-  logger->info("stopped at step {}, {}checksum {}", (*lps)->completed_steps(),
-               (*lps)->finished() ? "final " : "",
-               FormatChecksum((*lps)->checksum()));
-  if (!options.report_file.empty()) {
-    records::LpsReport report;
-    report.datacenter = options.datacenter;
-    report.steps = (*lps)->completed_steps();
-    report.final_sync_done = (*lps)->finished();
-    report.param_checksum = FormatChecksum((*lps)->checksum());
-    report.wan_bytes_up = (*lps)->wan_bytes_up();
-    report.wan_bytes_down = (*lps)->wan_bytes_down();
-    if (absl::Status status =
-            records::WriteLpsReport(options.report_file, report);
-        !status.ok()) {
-      logger->warn("--report_file: {}", std::string(status.message()));
-    }
+  ReportLps(options, **lps, logger);
+  return exit_code;
+}
+
+// `tern ps --mode=terngrad`: one shard of the parameter server.
+int RunShard(const PsOptions& options, Logger logger,
+             const process::StopRequest& stop) {
+  AggregatorOptions aggregator_options;
+  aggregator_options.shard_index = options.shard_index;
+  aggregator_options.num_shards = options.num_shards;
+  aggregator_options.num_workers = options.num_workers;
+  aggregator_options.barrier_timeout = absl::Seconds(options.barrier_timeout_s);
+  aggregator_options.join_timeout = absl::Seconds(options.join_timeout_s);
+  aggregator_options.max_message_bytes =
+      static_cast<uint64_t>(options.max_message_mb) << 20;
+  absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
+      Aggregator::Create(std::move(aggregator_options), logger);
+  if (!aggregator.ok()) {
+    logger->error("{}", std::string(aggregator.status().message()));
+    return process::kExitPermanent;
   }
+  // Declared after the aggregator, so the server goes first.
+  PsService service(aggregator->get(), logger);
+  absl::StatusOr<std::unique_ptr<net::Server>> server =
+      Serve(options, &service, logger);
+  if (!server.ok()) return process::kExitTransient;
+  const int port = (*server)->port();
+  const auto shut_down = [&] {
+    (*aggregator)
+        ->Close(absl::UnavailableError(
+            absl::StrCat("shard ", options.shard_index, " is shutting down")));
+    (*server)->Shutdown(kShutdownGrace);
+  };
+  if (!WritePortFileIfAsked(options, port, logger)) {
+    shut_down();
+    return process::kExitPermanent;
+  }
+  logger->info("shard {} of {} serving on {} (port {}) for {} workers",
+               options.shard_index, options.num_shards, options.listen, port,
+               options.num_workers);
+  const int exit_code =
+      ServeUntilStopped(stop, logger, [&](absl::Time now) {
+        return (*aggregator)->ExpireWaits(now);
+      });
+  shut_down();
+  logger->info("stopped at step {}", (*aggregator)->step());
   return exit_code;
 }
 
@@ -164,71 +239,10 @@ int RunParameterServer(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   logger->set_level(*ParseLogLevel(options.log_level));
-
   if (options.mode != "terngrad") {
     return RunLocalParameterServer(options, logger, stop);
   }
-
-  AggregatorOptions aggregator_options;
-  aggregator_options.shard_index = options.shard_index;
-  aggregator_options.num_shards = options.num_shards;
-  aggregator_options.num_workers = options.num_workers;
-  aggregator_options.barrier_timeout = absl::Seconds(options.barrier_timeout_s);
-  aggregator_options.join_timeout = absl::Seconds(options.join_timeout_s);
-  aggregator_options.max_message_bytes =
-      static_cast<uint64_t>(options.max_message_mb) << 20;
-  absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
-      Aggregator::Create(std::move(aggregator_options), logger);
-  if (!aggregator.ok()) {
-    logger->error("{}", std::string(aggregator.status().message()));
-    return process::kExitPermanent;
-  }
-  // Declared after the aggregator, so the server goes first.
-  PsService service(aggregator->get(), logger);
-
-  absl::StatusOr<std::unique_ptr<net::Server>> server =
-      Serve(options, &service);
-  if (!server.ok()) {
-    // Most often the port is still held by a previous instance: transient.
-    logger->error("{}", std::string(server.status().message()));
-    return process::kExitTransient;
-  }
-  const int port = (*server)->port();
-
-  const auto shut_down = [&] {
-    (*aggregator)
-        ->Close(absl::UnavailableError(
-            absl::StrCat("shard ", options.shard_index, " is shutting down")));
-    (*server)->Shutdown(kShutdownGrace);
-  };
-  if (!options.port_file.empty()) {
-    if (absl::Status status = process::WritePortFile(options.port_file, port);
-        !status.ok()) {
-      logger->error("{}", std::string(status.message()));
-      shut_down();
-      return process::kExitPermanent;
-    }
-  }
-  logger->info("shard {} of {} serving on {} (port {}) for {} workers",
-               options.shard_index, options.num_shards, options.listen, port,
-               options.num_workers);
-
-  int exit_code = process::kExitOk;
-  while (true) {
-    if (stop.WaitFor(kTick)) {
-      logger->info("{}: shutting down", stop.reason());
-      break;
-    }
-    if (absl::Status status = (*aggregator)->ExpireWaits(absl::Now());
-        !status.ok()) {
-      logger->error("{}; exiting", std::string(status.message()));
-      exit_code = process::kExitTransient;
-      break;
-    }
-  }
-  shut_down();
-  logger->info("stopped at step {}", (*aggregator)->step());
-  return exit_code;
+  return RunShard(options, logger, stop);
 }
 
 }  // namespace tern::server
