@@ -1,4 +1,5 @@
 #include "common/net/credentials.h"
+#include "common/net/server.h"
 #include "global/gs_service.h"
 
 #include <chrono>
@@ -16,9 +17,6 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
@@ -43,12 +41,14 @@ class InProcessGs {
     options.seed = kSeed;
     aggregator_ = *RoundAggregator::Create(options, MakeNullLogger());
     service_ = std::make_unique<GsService>(aggregator_.get(), MakeNullLogger());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(
-        "127.0.0.1:0",
-        net::ServerCredentials(net::TransportSecurity::Insecure()), &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    net::ServerOptions server_options;
+    server_options.listen = "127.0.0.1:0";
+    absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
+        server_options, {{service_.get(), "tern.v1.GlobalServer"}});
+    if (server.ok()) {
+      server_ = *std::move(server);
+      port_ = server_->port();
+    }
     ticker_ = std::thread([this] {
       while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
         aggregator_->Tick(absl::Now());
@@ -59,7 +59,7 @@ class InProcessGs {
     stop_.Notify();
     ticker_.join();
     aggregator_->Close(absl::UnavailableError("test GS stops"));
-    server_->Shutdown();
+    if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());
   }
 
   bool started() const { return server_ != nullptr && port_ != 0; }
@@ -74,7 +74,7 @@ class InProcessGs {
   std::unique_ptr<RoundAggregator> aggregator_;
   std::unique_ptr<GsService> service_;
   int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<net::Server> server_;
   absl::Notification stop_;
   std::thread ticker_;
 };

@@ -1,4 +1,5 @@
 #include "common/net/credentials.h"
+#include "common/net/server.h"
 #include "server/ps_service.h"
 
 #include <algorithm>
@@ -21,9 +22,6 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
 #include "server/wire.h"
@@ -48,12 +46,14 @@ class InProcessShard {
     options.barrier_timeout = barrier_timeout;
     aggregator_ = *Aggregator::Create(options, MakeNullLogger());
     service_ = std::make_unique<PsService>(aggregator_.get(), MakeNullLogger());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(
-        "127.0.0.1:0",
-        net::ServerCredentials(net::TransportSecurity::Insecure()), &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    net::ServerOptions server_options;
+    server_options.listen = "127.0.0.1:0";
+    absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
+        server_options, {{service_.get(), "tern.v1.ParameterServer"}});
+    if (server.ok()) {
+      server_ = *std::move(server);
+      port_ = server_->port();
+    }
     ticker_ = std::thread([this] {
       while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
         (void)aggregator_->ExpireWaits(absl::Now());
@@ -64,7 +64,7 @@ class InProcessShard {
     stop_.Notify();
     ticker_.join();
     aggregator_->Close(absl::UnavailableError("test shard stops"));
-    server_->Shutdown();
+    if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());
   }
 
   bool started() const { return server_ != nullptr && port_ != 0; }
@@ -81,7 +81,7 @@ class InProcessShard {
   std::unique_ptr<Aggregator> aggregator_;
   std::unique_ptr<PsService> service_;
   int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<net::Server> server_;
   absl::Notification stop_;
   std::thread ticker_;
 };
