@@ -65,6 +65,10 @@ struct WorkerPlacement {
 };
 WorkerPlacement PlaceWorker(const LaunchOptions& resolved, uint32_t worker);
 
+// tern-wan addresses data center d's link as 10.77.<d>.0/30
+// (deploy/wan/tern-wan), so a geo run has at most this many data centers.
+inline constexpr uint32_t kMaxWanDatacenters = 256;
+
 // Region names: "gs" and "dc<d>".
 inline constexpr char kGsRegion[] = "gs";
 std::string DcRegion(uint32_t datacenter);
