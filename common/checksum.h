@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 struct XXH3_state_s;
@@ -51,6 +52,12 @@ inline uint64_t ChecksumOf(absl::string_view bytes) {
 // logs, errors and the JSONL metrics ("param_checksum"). tern launch reads
 // the LPSs' checksums back from their logs in this form.
 std::string FormatChecksum(uint64_t checksum);
+
+// The inverse of FormatChecksum: exactly "0x" and 16 hex digits (either
+// case). INVALID_ARGUMENT quoting the text otherwise (a missing prefix, a
+// wrong length, a non-hex digit), so a damaged record is refused rather
+// than read as another checksum.
+absl::StatusOr<uint64_t> ParseChecksum(absl::string_view text);
 
 }  // namespace tern
 

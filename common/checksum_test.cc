@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tern {
@@ -98,6 +99,42 @@ TEST(FormatChecksumTest, IsZeroPaddedLowerCaseHex) {
   EXPECT_EQ(FormatChecksum(0xab), "0x00000000000000ab");
   EXPECT_EQ(FormatChecksum(0xDEADBEEFCAFEF00Dull), "0xdeadbeefcafef00d");
   EXPECT_EQ(FormatChecksum(~0ull), "0xffffffffffffffff");
+}
+
+// Every value FormatChecksum writes reads back as itself.
+TEST(ParseChecksumTest, ReadsWhatFormatChecksumWrites) {
+  for (uint64_t value : {uint64_t{0}, uint64_t{1}, uint64_t{0xdeadbeef},
+                         uint64_t{0x0123456789abcdef}, ~uint64_t{0}}) {
+    absl::StatusOr<uint64_t> back = ParseChecksum(FormatChecksum(value));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, value);
+  }
+  absl::StatusOr<uint64_t> upper = ParseChecksum("0x00000000DEADBEEF");
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ(*upper, 0xdeadbeefull);
+}
+
+TEST(ParseChecksumTest, RefusesMalformedTextNamingWhy) {
+  using ::testing::HasSubstr;
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "lacks the 0x prefix"},
+      {"00000000deadbeef", "lacks the 0x prefix"},
+      {"0X00000000deadbeef", "lacks the 0x prefix"},
+      {"0xab", "has 2 digits"},
+      {"0x", "has 0 digits"},
+      {"0x00000000deadbeef0", "has 17 digits"},
+      {"0x00000000deadbeeg", "not a hex digit"},
+      {"0x-0000000deadbeef", "not a hex digit"},
+      {"0x 0000000deadbeef", "not a hex digit"},
+  };
+  for (const auto& [text, why] : cases) {
+    absl::StatusOr<uint64_t> parsed = ParseChecksum(text);
+    ASSERT_FALSE(parsed.ok()) << "'" << text << "' parsed as " << *parsed;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), HasSubstr(why)) << text;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("'" + text + "'")) << text;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("16 hex digits"));
+  }
 }
 
 }  // namespace

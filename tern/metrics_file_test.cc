@@ -53,7 +53,7 @@ TEST(ParseMetricsLineTest, ReadsTheFinalRecordAndNullLoss) {
   EXPECT_EQ(record->test_accuracy, 0.875);
   EXPECT_DOUBLE_EQ(record->eval_s, 1.25);
   EXPECT_EQ(record->test_loss, 0.4);
-  EXPECT_EQ(record->param_checksum, "0x00000000deadbeef");
+  EXPECT_EQ(record->param_checksum, 0xdeadbeefull);
   EXPECT_TRUE(record->final);
 }
 

@@ -3,11 +3,13 @@
 #include <string.h>
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/checksum.h"
 #include "nlohmann/json.hpp"
 
 namespace tern {
@@ -123,7 +125,8 @@ TrainingSummary Summarize(
       ++summary.workers_reporting;
       if (worker.back().final) {
         ++summary.workers_finished;
-        checksum = worker.back().param_checksum.value_or("");
+        const std::optional<uint64_t>& last = worker.back().param_checksum;
+        if (last.has_value()) checksum = FormatChecksum(*last);
       }
     }
     summary.final_checksums.push_back(checksum);

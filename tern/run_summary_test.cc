@@ -24,10 +24,13 @@ Json Parse(const std::string& text) {
   return json;
 }
 
+// How the summary shows the checksum 0xab (FormatChecksum's form).
+constexpr char kAb[] = "0x00000000000000ab";
+
 // A worker's run of `steps` steps; push and pull bytes change from step to
 // step so that a mean differs from the first or last value.
 std::vector<MetricsRecord> WorkerRun(uint32_t worker, uint64_t steps,
-                               const std::string& checksum) {
+                                     uint64_t checksum) {
   std::vector<MetricsRecord> records;
   for (uint64_t step = 0; step < steps; ++step) {
     MetricsRecord r;
@@ -52,8 +55,8 @@ std::vector<MetricsRecord> WorkerRun(uint32_t worker, uint64_t steps,
 }
 
 TEST(SummarizeTest, MeansRatiosAndAgreement) {
-  const TrainingSummary s =
-      Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab"), WorkerRun(2, 4, "0xab")});
+  const TrainingSummary s = Summarize(
+      {WorkerRun(0, 4, 0xab), WorkerRun(1, 4, 0xab), WorkerRun(2, 4, 0xab)});
   EXPECT_EQ(s.workers_reporting, 3u);
   EXPECT_EQ(s.workers_finished, 3u);
   EXPECT_EQ(s.steps, 4u);
@@ -71,30 +74,31 @@ TEST(SummarizeTest, MeansRatiosAndAgreement) {
   EXPECT_DOUBLE_EQ(s.fp32_bytes_per_step, 1600);
   EXPECT_DOUBLE_EQ(s.push_ratio_vs_fp32, 1600 / 115.0);
   EXPECT_DOUBLE_EQ(s.pull_ratio_vs_fp32, 1600 / 230.0);
-  EXPECT_THAT(s.final_checksums, ElementsAre("0xab", "0xab", "0xab"));
+  EXPECT_THAT(s.final_checksums, ElementsAre(kAb, kAb, kAb));
   EXPECT_TRUE(s.checksums_agree);
 }
 
 TEST(SummarizeTest, MeansWeighEveryRecordOfEveryWorker) {
   // Worker 1 stopped after 2 steps: the mean is over 4 + 2 records.
-  std::vector<MetricsRecord> short_run = WorkerRun(1, 4, "0xab");
+  std::vector<MetricsRecord> short_run = WorkerRun(1, 4, 0xab);
   short_run.resize(2);
-  const TrainingSummary s = Summarize({WorkerRun(0, 4, "0xab"), short_run});
+  const TrainingSummary s = Summarize({WorkerRun(0, 4, 0xab), short_run});
   EXPECT_DOUBLE_EQ(s.push_bytes_per_step,
                    (100 + 110 + 120 + 130 + 100 + 110) / 6.0);
   EXPECT_EQ(s.workers_reporting, 2u);
   EXPECT_EQ(s.workers_finished, 1u);
   EXPECT_FALSE(s.checksums_agree);
-  EXPECT_THAT(s.final_checksums, ElementsAre("0xab", ""));
+  EXPECT_THAT(s.final_checksums, ElementsAre(kAb, ""));
 }
 
 TEST(SummarizeTest, DifferentChecksumsDisagree) {
-  const TrainingSummary s = Summarize({WorkerRun(0, 2, "0x1"), WorkerRun(1, 2, "0x2")});
+  const TrainingSummary s =
+      Summarize({WorkerRun(0, 2, 0x1), WorkerRun(1, 2, 0x2)});
   EXPECT_FALSE(s.checksums_agree);
 }
 
 TEST(SummarizeTest, AnEarlyStopReportsTheLatestEvaluation) {
-  std::vector<MetricsRecord> run = WorkerRun(0, 6, "0x1");
+  std::vector<MetricsRecord> run = WorkerRun(0, 6, 0x1);
   run.resize(5);  // the final record is missing; step 3 had an evaluation
   const TrainingSummary s = Summarize({run});
   EXPECT_EQ(s.steps, 5u);
@@ -122,8 +126,8 @@ TEST(SummaryJsonTest, WritesEveryFieldAndEscapes) {
   outcome.workers = 2;
   outcome.total_steps = 4;
   outcome.children = {{"ps/0", "killed by signal 15 (Terminated)"}};
-  const std::string text =
-      SummaryJson(outcome, Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")}));
+  const std::string text = SummaryJson(
+      outcome, Summarize({WorkerRun(0, 4, 0xab), WorkerRun(1, 4, 0xab)}));
   // What tests/launch_test.sh greps for.
   EXPECT_THAT(text, HasSubstr(R"("status": "failed")"));
   EXPECT_EQ(text.front(), '{');
@@ -136,7 +140,7 @@ TEST(SummaryJsonTest, WritesEveryFieldAndEscapes) {
   EXPECT_EQ(json["final_test_accuracy"], 0.75);
   EXPECT_EQ(json["push_bytes_per_step"], 115);
   EXPECT_NEAR(json["push_ratio_vs_fp32"].get<double>(), 1600.0 / 115, 1e-9);
-  EXPECT_EQ(json["param_checksums"], Json({"0xab", "0xab"}));
+  EXPECT_EQ(json["param_checksums"], Json({kAb, kAb}));
   EXPECT_EQ(json["checksums_agree"], true);
   EXPECT_EQ(json["children"],
             Json::parse(R"j([{"name": "ps/0", "exit": )j"
@@ -161,14 +165,15 @@ TEST(SummaryTextTest, SaysWhatAHumanNeeds) {
   outcome.shards = 2;
   outcome.workers = 2;
   outcome.total_steps = 4;
-  const std::string text =
-      SummaryText(outcome, Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")}));
+  const std::string text = SummaryText(
+      outcome, Summarize({WorkerRun(0, 4, 0xab), WorkerRun(1, 4, 0xab)}));
   EXPECT_THAT(text, HasSubstr("tern launch: ok (exit 0), output in runs/x"));
   EXPECT_THAT(text, HasSubstr("2 of 2 finished"));
   EXPECT_THAT(text, HasSubstr("4 of 4 in 2.0 s (2.00 steps/s)"));
   EXPECT_THAT(text, HasSubstr("test accuracy   75.00%"));
   EXPECT_THAT(text, HasSubstr("115 B (13.91x less than fp32's 1.56 KiB)"));
-  EXPECT_THAT(text, HasSubstr("identical (param_checksum 0xab)"));
+  EXPECT_THAT(text,
+              HasSubstr(std::string("identical (param_checksum ") + kAb + ")"));
 }
 
 TEST(RunReportTest, PlainLaunchAddsOnlyNulls) {
@@ -196,7 +201,7 @@ TEST(RunReportTest, GeoRunWithWanBytesAndTarget) {
   report.wan_bytes_down = 1 << 20;
   report.wan_bytes_source = "the workers' messages";
   const TrainingSummary training =
-      Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xab")});
+      Summarize({WorkerRun(0, 4, 0xab), WorkerRun(1, 4, 0xab)});
   const Json json = Parse(SummaryJson(LaunchOutcome(), training, report));
   EXPECT_EQ(json["target_accuracy"], 0.8);
   EXPECT_EQ(json["time_to_target_s"], 12.5);
@@ -215,7 +220,8 @@ TEST(RunReportTest, GeoRunWithWanBytesAndTarget) {
                               "emulated WAN at 100 mbit/s per link"));
   EXPECT_THAT(text, HasSubstr("WAN bytes       4.00 MiB (up 3.00 MiB, down "
                               "1.00 MiB; the workers' messages)"));
-  EXPECT_THAT(text, HasSubstr("identical (param_checksum 0xab)"));
+  EXPECT_THAT(text,
+              HasSubstr(std::string("identical (param_checksum ") + kAb + ")"));
 }
 
 TEST(RunReportTest, LpsModeComparesLpsChecksumsAndSaysWhyBytesAreMissing) {
@@ -229,7 +235,7 @@ TEST(RunReportTest, LpsModeComparesLpsChecksumsAndSaysWhyBytesAreMissing) {
   report.wan_bytes_source = "no log";
   EXPECT_TRUE(LpsChecksumsAgree(report));
   const TrainingSummary training =
-      Summarize({WorkerRun(0, 4, "0xab"), WorkerRun(1, 4, "0xcd")});
+      Summarize({WorkerRun(0, 4, 0xab), WorkerRun(1, 4, 0xcd)});
   std::string text = SummaryText(LaunchOutcome(), training, report);
   EXPECT_THAT(text, HasSubstr("differ by design"));
   EXPECT_THAT(text, HasSubstr("LPS checksums agree (0x01)"));

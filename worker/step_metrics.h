@@ -5,43 +5,23 @@
 #ifndef TERN_WORKER_STEP_METRICS_H_
 #define TERN_WORKER_STEP_METRICS_H_
 
-#include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/records/step_record.h"
 
 namespace tern::worker {
 
-struct StepRecord {
-  uint32_t worker = 0;
-  uint64_t step = 0;
-  double loss = 0;
-  double lr = 0;
-  uint64_t push_bytes = 0;
-  uint64_t pull_bytes = 0;
-  uint64_t push_msg_bytes = 0;
-  uint64_t pull_msg_bytes = 0;
-  uint64_t fp32_bytes = 0;
-  double compute_s = 0;
-  double encode_s = 0;
-  double network_s = 0;
-  double decode_s = 0;
-  // The step's test-set evaluation, 0 without one; part of wall_s, which
-  // is the time since training began when the record is written.
-  double eval_s = 0;
-  double wall_s = 0;
-  std::optional<double> test_accuracy;
-  std::optional<double> test_loss;
-  std::optional<uint64_t> param_checksum;
-  bool final = false;
-};
+// The record itself is records::StepRecord: one struct from the training
+// loop to the file and back (tern launch reads it with ParseStepRecord).
+using StepRecord = records::StepRecord;
 
-// One line of JSON, without the newline (records::StepRecordLine of the
-// record, its checksum as "0x" + 16 hex digits).
-std::string StepRecordJson(const StepRecord& record);
+// One line of JSON, without the newline: records::StepRecordLine.
+inline std::string StepRecordJson(const StepRecord& record) {
+  return records::StepRecordLine(record);
+}
 
 // Appends records to a file, one line each, flushed per record so a reader
 // (tern launch) sees progress and a crash loses at most one line.

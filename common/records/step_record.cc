@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/checksum.h"
 #include "nlohmann/json.hpp"
 
 namespace tern::records {
@@ -55,6 +56,21 @@ absl::Status Count(const Json& object, const char* key, bool required,
   return absl::OkStatus();
 }
 
+// "param_checksum" when present: a string in FormatChecksum's form.
+absl::Status OptionalChecksum(const Json& object,
+                              std::optional<uint64_t>* out) {
+  const auto it = object.find("param_checksum");
+  if (it == object.end()) return absl::OkStatus();
+  if (!it->is_string()) return Missing("param_checksum", "a string");
+  absl::StatusOr<uint64_t> checksum = ParseChecksum(it->get<std::string>());
+  if (!checksum.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics record: \"param_checksum\": ", checksum.status().message()));
+  }
+  *out = *checksum;
+  return absl::OkStatus();
+}
+
 // Non-finite numbers become null: JSON cannot carry them.
 Json Number(double value) {
   return std::isfinite(value) ? Json(value) : Json(nullptr);
@@ -84,7 +100,9 @@ std::string StepRecordLine(const StepRecord& r) {
     json["test_accuracy"] = Number(*r.test_accuracy);
   }
   if (r.test_loss.has_value()) json["test_loss"] = Number(*r.test_loss);
-  if (r.param_checksum.has_value()) json["param_checksum"] = *r.param_checksum;
+  if (r.param_checksum.has_value()) {
+    json["param_checksum"] = FormatChecksum(*r.param_checksum);
+  }
   if (r.final) json["final"] = true;
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -124,9 +142,9 @@ absl::StatusOr<StepRecord> ParseStepRecord(absl::string_view line) {
   }
   record.test_accuracy = NumberOrNull(json, "test_accuracy");
   record.test_loss = NumberOrNull(json, "test_loss");
-  if (const auto it = json.find("param_checksum");
-      it != json.end() && it->is_string()) {
-    record.param_checksum = it->get<std::string>();
+  if (absl::Status status = OptionalChecksum(json, &record.param_checksum);
+      !status.ok()) {
+    return status;
   }
   if (const auto it = json.find("final"); it != json.end() && it->is_boolean()) {
     record.final = it->get<bool>();

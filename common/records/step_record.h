@@ -17,6 +17,8 @@
 //   wall_s                    seconds since training began
 //   test_accuracy, test_loss  only when the test set was evaluated
 //   param_checksum            only when computed: "0x" + 16 hex digits
+//                             (common/checksum.h's FormatChecksum; held
+//                             in memory as the number)
 //   final                     true on the last record of a run (else absent)
 //
 // Non-finite numbers (which JSON cannot carry) are written as null and read
@@ -47,11 +49,13 @@ struct StepRecord {
   double encode_s = 0;
   double network_s = 0;
   double decode_s = 0;
+  // The step's test-set evaluation, 0 without one; part of wall_s, which
+  // is the time since training began when the record is written.
   double eval_s = 0;
   double wall_s = 0;
   std::optional<double> test_accuracy;
   std::optional<double> test_loss;
-  std::optional<std::string> param_checksum;
+  std::optional<uint64_t> param_checksum;
   bool final = false;
 };
 
@@ -61,7 +65,8 @@ std::string StepRecordLine(const StepRecord& record);
 // Parses one line. INVALID_ARGUMENT naming the field when the line is not a
 // JSON object or a required field ("worker", "step", "loss", "push_bytes",
 // "pull_bytes", "fp32_bytes", "wall_s") is missing or has the wrong type;
-// counts must be non-negative integers. The other fields may be absent
+// counts must be non-negative integers, and "param_checksum", when present,
+// must be a string ParseChecksum accepts. The other fields may be absent
 // (0, or unset for the optional ones); unknown fields are ignored, so a
 // writer may add more.
 absl::StatusOr<StepRecord> ParseStepRecord(absl::string_view line);

@@ -32,7 +32,7 @@ StepRecord Full() {
   r.wall_s = 9.75;
   r.test_accuracy = 0.875;
   r.test_loss = 0.4;
-  r.param_checksum = "0x00000000deadbeef";
+  r.param_checksum = 0xdeadbeefull;
   r.final = true;
   return r;
 }
@@ -104,6 +104,23 @@ TEST(StepRecordTest, RequiredFieldsAreNamed) {
   }
   EXPECT_THAT(ParseStepRecord("[1]").status().message(),
               HasSubstr("not a JSON object"));
+}
+
+// The checksum is a number in memory and FormatChecksum's string on disk; a
+// string of another form is refused rather than read as some checksum.
+TEST(StepRecordTest, RefusesAMalformedChecksumNamingTheField) {
+  const std::string full = StepRecordLine(Full());
+  const std::string good = "\"0x00000000deadbeef\"";
+  ASSERT_NE(full.find(good), std::string::npos);
+  for (const char* bad : {"\"0xdeadbeef\"", "\"00000000deadbeef\"",
+                          "\"0x00000000deadbeez\"", "3735928559", "null"}) {
+    SCOPED_TRACE(bad);
+    std::string line = full;
+    line.replace(line.find(good), good.size(), bad);
+    absl::StatusOr<StepRecord> record = ParseStepRecord(line);
+    EXPECT_EQ(record.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(record.status().message(), HasSubstr("\"param_checksum\""));
+  }
 }
 
 }  // namespace
