@@ -48,6 +48,124 @@ absl::Status ShardError(uint32_t shard, const std::string& name,
                                    ": ", status.message()));
 }
 
+// INVALID_ARGUMENT when a request names a shard the client does not have.
+template <typename Request>
+absl::Status CheckShards(const char* method,
+                         const std::vector<ShardRequest<Request>>& requests,
+                         size_t num_shards) {
+  for (const auto& request : requests) {
+    if (request.shard >= num_shards) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(method, " for shard ", request.shard, " but there are ",
+                       num_shards, " shards"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Starts the requests at `todo` (positions in `requests`) on `queue`, each
+// with `deadline`.
+template <typename Response, typename Request, typename Start>
+std::vector<std::unique_ptr<Call<Response>>> StartCalls(
+    const std::vector<std::unique_ptr<PsClient::Stub>>& stubs,
+    const std::vector<ShardRequest<Request>>& requests,
+    const std::vector<size_t>& todo, absl::Time deadline,
+    grpc::CompletionQueue* queue, Start& start) {
+  std::vector<std::unique_ptr<Call<Response>>> calls;
+  for (const size_t index : todo) {
+    auto call = std::make_unique<Call<Response>>();
+    call->index = index;
+    call->context.set_deadline(absl::ToChronoTime(deadline));
+    // Wait for the channel to connect (a shard starting up, a connection
+    // being re-established) instead of failing at once; the deadline
+    // bounds the wait.
+    call->context.set_wait_for_ready(true);
+    const ShardRequest<Request>& request = requests[index];
+    call->reader = start(stubs[request.shard].get(), &call->context,
+                         request.request, queue);
+    call->reader->Finish(&call->response, &call->status, call.get());
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+// Waits until every call completed or `wait_until`, then shuts `queue` down
+// and drains it, so that no completion refers to a call any more. Calls
+// still open at `wait_until` are cancelled and answer DEADLINE_EXCEEDED.
+template <typename Response>
+void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
+                absl::Time attempt_start,
+                std::vector<std::unique_ptr<Call<Response>>>* calls) {
+  size_t pending = calls->size();
+  while (pending > 0) {
+    void* tag = nullptr;
+    bool ok = false;
+    const auto next =
+        queue->AsyncNext(&tag, &ok, absl::ToChronoTime(wait_until));
+    if (next != grpc::CompletionQueue::GOT_EVENT) break;
+    static_cast<Call<Response>*>(tag)->done = true;
+    --pending;
+  }
+  const bool late = pending > 0;
+  if (late) {
+    // gRPC missed its own deadline; cancelling completes the calls at once.
+    for (auto& call : *calls) {
+      if (!call->done) call->context.TryCancel();
+    }
+  }
+  queue->Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  // Takes the remaining (cancelled) completions and the shutdown event:
+  // gRPC completes every started operation once it is cancelled.
+  while (queue->Next(&tag, &ok)) static_cast<Call<Response>*>(tag)->done = true;
+  if (!late) return;
+  for (auto& call : *calls) {
+    // RawGrpcCode: a peer's out-of-range code must not be read as the enum.
+    if (RawGrpcCode(call->status) == grpc::StatusCode::CANCELLED) {
+      call->status = grpc::Status(
+          grpc::StatusCode::DEADLINE_EXCEEDED,
+          absl::StrCat("no answer within ",
+                       absl::FormatDuration(wait_until - attempt_start)));
+    }
+  }
+}
+
+// The calls of one attempt that are to be tried again.
+struct Retries {
+  std::vector<size_t> indices;  // positions in the caller's request vector
+  absl::Status last_error;      // the last of their errors, for the log
+};
+
+// Moves each answered call's response to its place in `responses`. A failed
+// call ends the fan-out with its error (naming the shard), unless
+// `retry_transient` and the failure is UNAVAILABLE or DEADLINE_EXCEEDED:
+// then the call is listed for another attempt.
+template <typename Request, typename Response>
+absl::StatusOr<Retries> TakeAnswers(
+    const char* method, const std::vector<std::string>& names,
+    const std::vector<ShardRequest<Request>>& requests, bool retry_transient,
+    std::vector<std::unique_ptr<Call<Response>>>* calls,
+    std::vector<Response>* responses) {
+  Retries retries;
+  for (auto& call : *calls) {
+    const uint32_t shard = requests[call->index].shard;
+    const absl::Status status = FromGrpcStatus(call->status);
+    if (status.ok()) {
+      (*responses)[call->index] = std::move(call->response);
+      continue;
+    }
+    const bool transient =
+        absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+    if (!retry_transient || !transient) {
+      return ShardError(shard, names[shard], method, status);
+    }
+    retries.indices.push_back(call->index);
+    retries.last_error = ShardError(shard, names[shard], method, status);
+  }
+  return retries;
+}
+
 }  // namespace
 
 absl::StatusOr<int> MessageBytesBound(const Partition& partition) {
@@ -104,12 +222,9 @@ template <typename Request, typename Response, typename Start>
 absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     const char* method, std::vector<ShardRequest<Request>> requests,
     std::optional<absl::Duration> join_budget, Start start) {
-  for (const auto& request : requests) {
-    if (request.shard >= stubs_.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(method, " for shard ", request.shard, " but there are ",
-                       stubs_.size(), " shards"));
-    }
+  if (absl::Status status = CheckShards(method, requests, stubs_.size());
+      !status.ok()) {
+    return status;
   }
   std::vector<Response> responses(requests.size());
   std::vector<size_t> todo(requests.size());
@@ -117,7 +232,6 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
 
   const absl::Duration budget = join_budget.value_or(options_.rpc_timeout);
   net::Backoff backoff(budget, kFirstBackoff, kMaxBackoff);
-  const absl::Time give_up = backoff.give_up();
   while (!todo.empty()) {
     // A completion queue of our own, polled by this thread: the calls, their
     // contexts and responses live on this frame until every completion has
@@ -125,94 +239,40 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     grpc::CompletionQueue queue;
     const absl::Time attempt_start = absl::Now();
     const absl::Time deadline =
-        std::min(give_up, absl::Now() + options_.rpc_timeout);
-    std::vector<std::unique_ptr<Call<Response>>> calls;
-    for (const size_t index : todo) {
-      auto call = std::make_unique<Call<Response>>();
-      call->index = index;
-      call->context.set_deadline(absl::ToChronoTime(deadline));
-      // Wait for the channel to connect (a shard starting up, a connection
-      // being re-established) instead of failing at once; the deadline
-      // bounds the wait.
-      call->context.set_wait_for_ready(true);
-      const ShardRequest<Request>& request = requests[index];
-      call->reader = start(stubs_[request.shard].get(), &call->context,
-                           request.request, &queue);
-      call->reader->Finish(&call->response, &call->status, call.get());
-      calls.push_back(std::move(call));
-    }
-
-    size_t pending = calls.size();
-    const absl::Time wait_until = deadline + kCompletionGrace;
-    while (pending > 0) {
-      void* tag = nullptr;
-      bool ok = false;
-      const auto next =
-          queue.AsyncNext(&tag, &ok, absl::ToChronoTime(wait_until));
-      if (next != grpc::CompletionQueue::GOT_EVENT) break;
-      static_cast<Call<Response>*>(tag)->done = true;
-      --pending;
-    }
-    const bool late = pending > 0;
-    if (late) {
-      // gRPC missed its own deadline; cancelling completes the calls at once.
-      for (auto& call : calls) {
-        if (!call->done) call->context.TryCancel();
-      }
-    }
-    queue.Shutdown();
-    void* tag = nullptr;
-    bool ok = false;
-    // Takes the remaining (cancelled) completions and the shutdown event:
-    // gRPC completes every started operation once it is cancelled.
-    while (queue.Next(&tag, &ok))
-      static_cast<Call<Response>*>(tag)->done = true;
-    if (late) {
-      for (auto& call : calls) {
-        // RawGrpcCode: a peer's out-of-range code must not be read as the enum.
-        if (RawGrpcCode(call->status) == grpc::StatusCode::CANCELLED) {
-          call->status = grpc::Status(
-              grpc::StatusCode::DEADLINE_EXCEEDED,
-              absl::StrCat("no answer within ",
-                           absl::FormatDuration(wait_until - attempt_start)));
-        }
-      }
-    }
-
-    std::vector<size_t> retry;
-    absl::Status last_transient;
-    for (auto& call : calls) {
-      const ShardRequest<Request>& request = requests[call->index];
-      const absl::Status status = FromGrpcStatus(call->status);
-      if (status.ok()) {
-        responses[call->index] = std::move(call->response);
-        continue;
-      }
-      const bool transient =
-          absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
-      if (!join_budget.has_value() || !transient) {
-        return ShardError(request.shard, names_[request.shard], method, status);
-      }
-      retry.push_back(call->index);
-      last_transient =
-          ShardError(request.shard, names_[request.shard], method, status);
-    }
-    todo = std::move(retry);
+        std::min(backoff.give_up(), attempt_start + options_.rpc_timeout);
+    std::vector<std::unique_ptr<Call<Response>>> calls =
+        StartCalls<Response>(stubs_, requests, todo, deadline, &queue, start);
+    AwaitCalls(&queue, deadline + kCompletionGrace, attempt_start, &calls);
+    absl::StatusOr<Retries> retries =
+        TakeAnswers(method, names_, requests, /*retry_transient=*/
+                    join_budget.has_value(), &calls, &responses);
+    if (!retries.ok()) return retries.status();
+    todo = std::move(retries->indices);
     if (todo.empty()) break;
-
-    const int attempts = backoff.attempts() + 1;
-    if (backoff.left() <= absl::ZeroDuration()) {
-      return absl::Status(
-          last_transient.code(),
-          absl::StrCat(last_transient.message(), " (gave up after ", attempts,
-                       " attempts in ", absl::FormatDuration(budget), ")"));
+    if (absl::Status status =
+            PauseBeforeRetry(budget, retries->last_error, &backoff);
+        !status.ok()) {
+      return status;
     }
-    logger_->info("{} (attempt {}); retrying in {}",
-                  std::string(last_transient.message()), attempts,
-                  absl::FormatDuration(backoff.next_pause()));
-    backoff.Wait();
   }
   return responses;
+}
+
+absl::Status PsClient::PauseBeforeRetry(absl::Duration budget,
+                                        const absl::Status& last_error,
+                                        net::Backoff* backoff) {
+  const int attempts = backoff->attempts() + 1;
+  if (backoff->left() <= absl::ZeroDuration()) {
+    return absl::Status(
+        last_error.code(),
+        absl::StrCat(last_error.message(), " (gave up after ", attempts,
+                     " attempts in ", absl::FormatDuration(budget), ")"));
+  }
+  logger_->info("{} (attempt {}); retrying in {}",
+                std::string(last_error.message()), attempts,
+                absl::FormatDuration(backoff->next_pause()));
+  backoff->Wait();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(

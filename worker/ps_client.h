@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/net/backoff.h"
 #include "common/partitioner.h"
 #include "grpcpp/channel.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
@@ -112,6 +113,13 @@ class PsClient {
   absl::StatusOr<std::vector<Response>> FanOut(
       const char* method, std::vector<ShardRequest<Request>> requests,
       std::optional<absl::Duration> join_budget, Start start);
+
+  // Between two attempts of a Join: waits the backoff's next pause, logging
+  // `last_error`; or, once `budget` is spent, returns `last_error` saying
+  // how many attempts were made.
+  absl::Status PauseBeforeRetry(absl::Duration budget,
+                                const absl::Status& last_error,
+                                net::Backoff* backoff);
 
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
