@@ -58,8 +58,9 @@ bool WritePortFileIfAsked(const PsOptions& options, int port,
 
 // Calls `expire_waits` every tick until `stop` is requested (kExitOk) or
 // it fails, as when the workers do not join in time (kExitTransient).
-int ServeUntilStopped(const process::StopRequest& stop, const Logger& logger,
-                      absl::FunctionRef<absl::Status(absl::Time)> expire_waits) {
+int ServeUntilStopped(
+    const process::StopRequest& stop, const Logger& logger,
+    absl::FunctionRef<absl::Status(absl::Time)> expire_waits) {
   while (true) {
     if (stop.WaitFor(kTick)) {
       logger->info("{}: shutting down", stop.reason());
@@ -84,10 +85,10 @@ LocalPsOptions MakeLocalPsOptions(const PsOptions& options,
   if (weight_codec->empty()) {
     *weight_codec = options.mode == "gaia" ? "fp32" : "ternary";
   }
-  lps_options.weight_codec = *weight_codec == "ternary"
-                                 ? kernels::CodecId::kTernGrad
-                             : *weight_codec == "int8" ? kernels::CodecId::kInt8
-                                                       : kernels::CodecId::kFp32;
+  lps_options.weight_codec =
+      *weight_codec == "ternary" ? kernels::CodecId::kTernGrad
+      : *weight_codec == "int8"  ? kernels::CodecId::kInt8
+                                 : kernels::CodecId::kFp32;
   lps_options.global = !options.global.empty();
   lps_options.global_name =
       absl::StrCat("the global server at ", options.global);
@@ -131,7 +132,8 @@ void ReportLps(const PsOptions& options, const LocalPs& lps,
   report.param_checksum = FormatChecksum(lps.checksum());
   report.wan_bytes_up = lps.wan_bytes_up();
   report.wan_bytes_down = lps.wan_bytes_down();
-  if (absl::Status status = records::WriteLpsReport(options.report_file, report);
+  if (absl::Status status =
+          records::WriteLpsReport(options.report_file, report);
       !status.ok()) {
     logger->warn("--report_file: {}", std::string(status.message()));
   }

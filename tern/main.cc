@@ -91,58 +91,31 @@ Logger MakeRoleLogger(absl::string_view role, uint32_t id,
   return logger;
 }
 
-int Main(int argc, char** argv) {
-  CLI::App app(
-      "tern: data-parallel training with ternary gradients (TernGrad) over "
-      "sharded parameter servers",
-      "tern");
-  app.set_version_flag("--version", absl::StrCat("tern ", kVersion));
-  app.require_subcommand(1, 1);
-
+// Every subcommand's options, filled in by parsing, and the subcommands.
+struct Commands {
   server::PsOptions ps_options;
   std::string ps_spec;
-  CLI::App* ps = app.add_subcommand(
-      "ps", "Run one parameter-server shard: it sums the workers' ternary "
-            "gradients for the chunks it owns");
-  server::AddPsFlags(ps, &ps_options);
-  AddClusterSpecFlag(ps, &ps_spec);
-
+  CLI::App* ps = nullptr;
   worker::WorkerOptions worker_options;
   std::string worker_spec;
-  CLI::App* worker = app.add_subcommand(
-      "worker", "Train as one worker: compute gradients, exchange them in "
-                "2 bits with the shards, keep a local replica");
-  worker::AddWorkerFlags(worker, &worker_options);
-  AddClusterSpecFlag(worker, &worker_spec);
-
+  CLI::App* worker = nullptr;
   global::GsOptions global_options;
-  CLI::App* global_server = app.add_subcommand(
-      "global", "Run the WeightGrad global server: it averages the "
-                "significant updates of the data centers' local parameter "
-                "servers, round by round");
-  global::AddGsFlags(global_server, &global_options);
-
+  CLI::App* global_server = nullptr;
   LaunchOptions launch_options;
-  CLI::App* launch = app.add_subcommand(
-      "launch", "Run a whole job on this machine: --shards shards and "
-                "--workers workers as child processes on loopback, or with "
-                "--geo a geo-distributed run (baseline, terngrad, gaia, "
-                "weightgrad), optionally over an emulated WAN; every "
-                "worker flag is accepted and passed on");
-  AddLaunchFlags(launch, &launch_options);
-
+  CLI::App* launch = nullptr;
   HealthOptions health_options;
-  CLI::App* health = app.add_subcommand(
-      "health", "Ask a server (tern ps, tern global) whether it is serving "
-                "(grpc.health.v1): exit 0 when SERVING, 1 otherwise; for "
-                "container healthchecks and Kubernetes probes");
-  AddHealthFlags(health, &health_options);
+  CLI::App* health = nullptr;
+  std::string bench_device = "cpu";
+  CLI::App* bench_kernels = nullptr;
+};
 
-  CLI::App* bench = app.add_subcommand(
+// `tern bench` and its one subcommand, `tern bench kernels`.
+void AddBenchCommands(CLI::App* app, Commands* commands) {
+  CLI::App* bench = app->add_subcommand(
       "bench", "Measure tern's own speed (ratios to references measured in "
                "the same run, BENCHMARKS.md)");
   bench->require_subcommand(1, 1);
-  CLI::App* bench_kernels = bench->add_subcommand(
+  commands->bench_kernels = bench->add_subcommand(
       "kernels", "Codec throughput per stage, as GB/s of fp32 input and as a "
                  "ratio to references timed in the same run (CPU: memcpy "
                  "and a read-only sum; CUDA: a device-to-device cudaMemcpy "
@@ -150,12 +123,112 @@ int Main(int argc, char** argv) {
                  "benchmark (CPU: Google Benchmark, e.g. "
                  "--benchmark_filter=terngrad; CUDA: --elements, --workers, "
                  "--runs)");
-  std::string bench_device = "cpu";
-  bench_kernels
-      ->add_option("--device", bench_device,
+  commands->bench_kernels
+      ->add_option("--device", commands->bench_device,
                    "cpu, or cuda in a tern built with --config=cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  bench_kernels->allow_extras();
+  commands->bench_kernels->allow_extras();
+}
+
+// Adds every subcommand to `app`, with its flags bound to `commands`.
+void AddCommands(CLI::App* app, Commands* commands) {
+  commands->ps = app->add_subcommand(
+      "ps", "Run one parameter-server shard: it sums the workers' ternary "
+            "gradients for the chunks it owns");
+  server::AddPsFlags(commands->ps, &commands->ps_options);
+  AddClusterSpecFlag(commands->ps, &commands->ps_spec);
+
+  commands->worker = app->add_subcommand(
+      "worker", "Train as one worker: compute gradients, exchange them in "
+                "2 bits with the shards, keep a local replica");
+  worker::AddWorkerFlags(commands->worker, &commands->worker_options);
+  AddClusterSpecFlag(commands->worker, &commands->worker_spec);
+
+  commands->global_server = app->add_subcommand(
+      "global", "Run the WeightGrad global server: it averages the "
+                "significant updates of the data centers' local parameter "
+                "servers, round by round");
+  global::AddGsFlags(commands->global_server, &commands->global_options);
+
+  commands->launch = app->add_subcommand(
+      "launch", "Run a whole job on this machine: --shards shards and "
+                "--workers workers as child processes on loopback, or with "
+                "--geo a geo-distributed run (baseline, terngrad, gaia, "
+                "weightgrad), optionally over an emulated WAN; every "
+                "worker flag is accepted and passed on");
+  AddLaunchFlags(commands->launch, &commands->launch_options);
+
+  commands->health = app->add_subcommand(
+      "health", "Ask a server (tern ps, tern global) whether it is serving "
+                "(grpc.health.v1): exit 0 when SERVING, 1 otherwise; for "
+                "container healthchecks and Kubernetes probes");
+  AddHealthFlags(commands->health, &commands->health_options);
+
+  AddBenchCommands(app, commands);
+}
+
+int RunPsCommand(Commands* commands) {
+  server::PsOptions& options = commands->ps_options;
+  absl::Status status =
+      ApplySpecFile(commands->ps_spec, *commands->ps, &options);
+  if (status.ok()) status = server::ValidatePsOptions(options);
+  if (!status.ok()) return ConfigError("tern ps", status.message());
+  process::StopRequest stop;
+  const process::SignalWatcher signals(&stop);
+  return server::RunParameterServer(
+      options, MakeRoleLogger("ps", options.shard_index, options.log_level),
+      stop);
+}
+
+int RunWorkerCommand(Commands* commands) {
+  worker::WorkerOptions& options = commands->worker_options;
+  absl::Status status =
+      ApplySpecFile(commands->worker_spec, *commands->worker, &options);
+  if (status.ok()) status = worker::ValidateWorkerOptions(options);
+  if (!status.ok()) return ConfigError("tern worker", status.message());
+  return worker::RunWorker(
+      options,
+      MakeRoleLogger("worker", options.worker_id, options.log_level));
+}
+
+int RunGlobalCommand(const Commands& commands) {
+  const global::GsOptions& options = commands.global_options;
+  if (absl::Status status = global::ValidateGsOptions(options); !status.ok()) {
+    return ConfigError("tern global", status.message());
+  }
+  process::StopRequest stop;
+  const process::SignalWatcher signals(&stop);
+  return global::RunGlobalServer(
+      options, MakeRoleLogger("global", 0, options.log_level), stop);
+}
+
+// `tern bench kernels`: the extra arguments go on to the benchmark.
+int RunBenchCommand(const Commands& commands, char* program) {
+  std::vector<std::string> extras = commands.bench_kernels->remaining();
+  std::vector<char*> args = {program};
+  for (std::string& extra : extras) args.push_back(extra.data());
+  return kernels::RunKernelBench(commands.bench_device,
+                                 static_cast<int>(args.size()), args.data());
+}
+
+int RunLaunchCommand(const Commands& commands) {
+  if (absl::Status status =
+          ValidateLaunchOptions(commands.launch_options, ::geteuid() == 0);
+      !status.ok()) {
+    return ConfigError("tern launch", status.message());
+  }
+  return RunLaunch(commands.launch_options);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app(
+      "tern: data-parallel training with ternary gradients (TernGrad) over "
+      "sharded parameter servers",
+      "tern");
+  app.set_version_flag("--version", absl::StrCat("tern ", kVersion));
+  app.require_subcommand(1, 1);
+  Commands commands;
+  AddCommands(&app, &commands);
 
   try {
     app.parse(argc, argv);
@@ -171,50 +244,14 @@ int Main(int argc, char** argv) {
                                              " --help)"));
   }
 
-  if (ps->parsed()) {
-    absl::Status status = ApplySpecFile(ps_spec, *ps, &ps_options);
-    if (status.ok()) status = server::ValidatePsOptions(ps_options);
-    if (!status.ok()) return ConfigError("tern ps", status.message());
-    process::StopRequest stop;
-    const process::SignalWatcher signals(&stop);
-    return server::RunParameterServer(
-        ps_options,
-        MakeRoleLogger("ps", ps_options.shard_index, ps_options.log_level),
-        stop);
+  if (commands.ps->parsed()) return RunPsCommand(&commands);
+  if (commands.worker->parsed()) return RunWorkerCommand(&commands);
+  if (commands.global_server->parsed()) return RunGlobalCommand(commands);
+  if (commands.health->parsed()) return RunHealth(commands.health_options);
+  if (commands.bench_kernels->parsed()) {
+    return RunBenchCommand(commands, argv[0]);
   }
-  if (worker->parsed()) {
-    absl::Status status = ApplySpecFile(worker_spec, *worker, &worker_options);
-    if (status.ok()) status = worker::ValidateWorkerOptions(worker_options);
-    if (!status.ok()) return ConfigError("tern worker", status.message());
-    return worker::RunWorker(
-        worker_options, MakeRoleLogger("worker", worker_options.worker_id,
-                                       worker_options.log_level));
-  }
-  if (global_server->parsed()) {
-    if (absl::Status status = global::ValidateGsOptions(global_options);
-        !status.ok()) {
-      return ConfigError("tern global", status.message());
-    }
-    process::StopRequest stop;
-    const process::SignalWatcher signals(&stop);
-    return global::RunGlobalServer(
-        global_options, MakeRoleLogger("global", 0, global_options.log_level),
-        stop);
-  }
-  if (health->parsed()) return RunHealth(health_options);
-  if (bench_kernels->parsed()) {
-    std::vector<std::string> extras = bench_kernels->remaining();
-    std::vector<char*> args = {argv[0]};
-    for (std::string& extra : extras) args.push_back(extra.data());
-    return kernels::RunKernelBench(bench_device, static_cast<int>(args.size()),
-                                   args.data());
-  }
-  if (absl::Status status =
-          ValidateLaunchOptions(launch_options, ::geteuid() == 0);
-      !status.ok()) {
-    return ConfigError("tern launch", status.message());
-  }
-  return RunLaunch(launch_options);
+  return RunLaunchCommand(commands);
 }
 
 }  // namespace
