@@ -217,7 +217,7 @@ void GradientSynchronizer::RescaleThreshold() {
   threshold_momentum_norm_ = momentum_norm;
 }
 
-absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
+absl::Status GradientSynchronizer::CheckRoundDue(uint64_t round) const {
   if (round != next_round_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "round %d asked for; the next round is %d", round, next_round_));
@@ -227,17 +227,110 @@ absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
         "round %d is not due: %d of %d local steps since the last round", round,
         state_->completed_steps() - last_round_step_, options_.sync_every));
   }
-  const bool gaia = options_.mode == SyncMode::kGaia;
-  if (!gaia) {
-    if (!g_thresh_.has_value()) {
-      InitThreshold();
-    } else {
-      RescaleThreshold();
-    }
+  return absl::OkStatus();
+}
+
+double GradientSynchronizer::RoundThreshold() {
+  if (options_.mode == SyncMode::kGaia) return 0.0;
+  if (!g_thresh_.has_value()) {
+    InitThreshold();
+  } else {
+    RescaleThreshold();
   }
   // Until a nonzero gradient has set the dynamic threshold, every chunk
   // that moved is significant.
-  const double threshold = gaia ? 0.0 : g_thresh_.value_or(0.0);
+  return g_thresh_.value_or(0.0);
+}
+
+ChunkDecision GradientSynchronizer::Decide(const ChunkSync& chunk,
+                                           absl::Span<const float> weights,
+                                           double threshold,
+                                           std::vector<float>* update) const {
+  ChunkDecision decision;
+  decision.key = chunk.key;
+  if (options_.mode == SyncMode::kGaia) {
+    // Gaia's significance filter (Hsieh et al., NSDI 2017): an element
+    // travels when its accumulated update is at least gaia_threshold of
+    // its current value.
+    uint64_t significant = 0;
+    for (size_t i = 0; i < update->size(); ++i) {
+      const double u = std::fabs((*update)[i]);
+      if (u > 0.0 && u >= options_.gaia_threshold * std::fabs(weights[i])) {
+        ++significant;
+      } else {
+        (*update)[i] = 0.0f;
+      }
+    }
+    decision.significance =
+        update->empty() ? 0.0
+                        : static_cast<double>(significant) / update->size();
+    decision.sent = significant > 0;
+    return decision;
+  }
+  // The movement since the chunk was last sent: U less what the last
+  // ternary encoding held back (server/WEIGHTGRAD.md).
+  std::vector<float> moved = *update;
+  if (!chunk.held_back.empty()) {
+    for (size_t i = 0; i < moved.size(); ++i) moved[i] -= chunk.held_back[i];
+  }
+  // A round without a gradient step (all zero, or lr = 0) has no path: what
+  // U shows then is rounding or the momentum coasting, and it waits for a
+  // round with steps.
+  const double norm = Norm(moved);
+  if (norm > 0.0 && chunk.path > 0.0) {
+    decision.significance = norm / chunk.path;
+  }
+  decision.sent =
+      decision.significance > 0.0 && decision.significance >= threshold;
+  return decision;
+}
+
+absl::StatusOr<kernels::Payload> GradientSynchronizer::EncodeUpdate(
+    uint64_t round, uint32_t key, absl::Span<const float> update,
+    std::vector<float>* sent) const {
+  const bool ternary = options_.mode == SyncMode::kTernary;
+  absl::StatusOr<kernels::Payload> payload;
+  if (ternary) {
+    kernels::EncodeContext context;
+    context.stream = RandomStream{options_.seed, static_cast<uint32_t>(round),
+                                  key, kSyncStreamWorker};
+    context.scaler = OwnTernaryScaler(update, options_.clip);
+    payload = ternary_->Encode(update, context);
+  } else {
+    // fp32, and gaia for now: a dense fp32 payload whose insignificant
+    // elements are 0. NOTE: the gaia mode is to send (index, value) pairs
+    // (LAYOUT_INDEX_VALUE) once kernels/index_packing lands; the decoded
+    // U_sent is the same either way, so only the bytes change.
+    payload = fp32_->Encode(update, kernels::EncodeContext());
+  }
+  if (!payload.ok()) return payload.status();
+  const kernels::Codec& codec = ternary ? *ternary_ : *fp32_;
+  sent->assign(update.size(), 0.0f);
+  absl::Status status = codec.Decode(*payload, absl::MakeSpan(*sent));
+  if (!status.ok()) return status;
+  return payload;
+}
+
+void GradientSynchronizer::CommitRound(
+    std::vector<std::pair<size_t, std::vector<float>>> held_back,
+    WaitingRound waiting) {
+  for (auto& [index, residual] : held_back) {
+    chunks_[index].held_back = std::move(residual);
+  }
+  for (ChunkSync& chunk : chunks_) {
+    std::fill(chunk.gradient_sum.begin(), chunk.gradient_sum.end(), 0.0f);
+    chunk.gradients = 0;
+    chunk.path = 0.0;
+  }
+  waiting.sent = options_.clock();
+  waiting_.push_back(std::move(waiting));
+  last_round_step_ = state_->completed_steps();
+  ++next_round_;
+}
+
+absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
+  if (absl::Status due = CheckRoundDue(round); !due.ok()) return due;
+  const double threshold = RoundThreshold();
 
   SyncRound request;
   request.round = round;
@@ -251,67 +344,14 @@ absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
     const ChunkSync& chunk = chunks_[index];
     const absl::Span<const float> weights = *state_->Weights(chunk.key);
     std::vector<float> update = Update(chunk, weights);
-    ChunkDecision decision;
-    decision.key = chunk.key;
-    if (gaia) {
-      // Gaia's significance filter (Hsieh et al., NSDI 2017): an element
-      // travels when its accumulated update is at least gaia_threshold of
-      // its current value.
-      uint64_t significant = 0;
-      for (size_t i = 0; i < update.size(); ++i) {
-        const double u = std::fabs(update[i]);
-        if (u > 0.0 && u >= options_.gaia_threshold * std::fabs(weights[i])) {
-          ++significant;
-        } else {
-          update[i] = 0.0f;
-        }
-      }
-      decision.significance =
-          update.empty() ? 0.0
-                         : static_cast<double>(significant) / update.size();
-      decision.sent = significant > 0;
-    } else {
-      // The movement since the chunk was last sent: U less what the last
-      // ternary encoding held back (server/WEIGHTGRAD.md).
-      std::vector<float> moved = update;
-      if (!chunk.held_back.empty()) {
-        for (size_t i = 0; i < moved.size(); ++i) {
-          moved[i] -= chunk.held_back[i];
-        }
-      }
-      // A round without a gradient step (all zero, or lr = 0) has no
-      // path: what U shows then is rounding or the momentum coasting, and
-      // it waits for a round with steps.
-      const double norm = Norm(moved);
-      if (norm > 0.0 && chunk.path > 0.0) {
-        decision.significance = norm / chunk.path;
-      }
-      decision.sent =
-          decision.significance > 0.0 && decision.significance >= threshold;
-    }
+    const ChunkDecision decision = Decide(chunk, weights, threshold, &update);
     request.decisions.push_back(decision);
     if (!decision.sent) continue;
 
-    absl::StatusOr<kernels::Payload> payload;
-    if (options_.mode == SyncMode::kTernary) {
-      kernels::EncodeContext context;
-      context.stream = RandomStream{options_.seed, static_cast<uint32_t>(round),
-                                    chunk.key, kSyncStreamWorker};
-      context.scaler = OwnTernaryScaler(update, options_.clip);
-      payload = ternary_->Encode(update, context);
-    } else {
-      // fp32, and gaia for now: a dense fp32 payload whose insignificant
-      // elements are 0. NOTE: the gaia mode is to send (index, value)
-      // pairs (LAYOUT_INDEX_VALUE) once kernels/index_packing lands; the
-      // decoded U_sent is the same either way, so only the bytes change.
-      payload = fp32_->Encode(update, kernels::EncodeContext());
-    }
+    std::vector<float> sent;
+    absl::StatusOr<kernels::Payload> payload =
+        EncodeUpdate(round, chunk.key, update, &sent);
     if (!payload.ok()) return payload.status();
-    const kernels::Codec& codec =
-        options_.mode == SyncMode::kTernary ? *ternary_ : *fp32_;
-    std::vector<float> sent(update.size());
-    absl::Status status = codec.Decode(*payload, absl::MakeSpan(sent));
-    if (!status.ok()) return status;
     if (options_.mode == SyncMode::kTernary) {
       for (size_t i = 0; i < update.size(); ++i) update[i] -= sent[i];
       held_back.emplace_back(index, std::move(update));
@@ -319,20 +359,7 @@ absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
     waiting.sent_updates[chunk.key] = std::move(sent);
     request.updates.push_back(ChunkPayload{chunk.key, *std::move(payload)});
   }
-
-  // Nothing failed: commit. The next round's statistics start now.
-  for (auto& [index, residual] : held_back) {
-    chunks_[index].held_back = std::move(residual);
-  }
-  for (ChunkSync& chunk : chunks_) {
-    std::fill(chunk.gradient_sum.begin(), chunk.gradient_sum.end(), 0.0f);
-    chunk.gradients = 0;
-    chunk.path = 0.0;
-  }
-  waiting.sent = options_.clock();
-  waiting_.push_back(std::move(waiting));
-  last_round_step_ = state_->completed_steps();
-  ++next_round_;
+  CommitRound(std::move(held_back), std::move(waiting));
   return request;
 }
 

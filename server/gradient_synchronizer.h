@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -222,6 +223,28 @@ class GradientSynchronizer {
   void InitThreshold();
   // Multiplies the dynamic threshold at epoch boundaries (A.2, eq. 13).
   void RescaleThreshold();
+
+  // BuildRound's pieces. FAILED_PRECONDITION unless `round` is next_round()
+  // and due.
+  absl::Status CheckRoundDue(uint64_t round) const;
+  // Sets or rescales the dynamic threshold; returns what this round's
+  // chunks are compared with (0 in the gaia mode and until a nonzero
+  // gradient has set it: then every chunk that moved is significant).
+  double RoundThreshold();
+  // Whether `chunk` travels this round, given its update U (gaia: zeroes
+  // U's insignificant elements).
+  ChunkDecision Decide(const ChunkSync& chunk, absl::Span<const float> weights,
+                       double threshold, std::vector<float>* update) const;
+  // Encodes a significant chunk's U for round `round`; `sent` gets U_sent,
+  // the payload decoded as the GS will decode it.
+  absl::StatusOr<kernels::Payload> EncodeUpdate(uint64_t round, uint32_t key,
+                                                absl::Span<const float> update,
+                                                std::vector<float>* sent) const;
+  // Nothing failed: stores the ternary residuals held back (chunk index,
+  // residual), queues `waiting` for its answer and starts the next round's
+  // statistics.
+  void CommitRound(std::vector<std::pair<size_t, std::vector<float>>> held_back,
+                   WaitingRound waiting);
   absl::StatusOr<const kernels::Codec*> AnswerCodec(kernels::CodecId id) const;
 
   const SynchronizerOptions options_;
