@@ -35,7 +35,7 @@ absl::Status CheckHealth(const HealthOptions& options) {
       options.service.empty()
           ? options.address
           : absl::StrCat(options.address, " (", options.service, ")");
-  auto stub = Health::NewStub(
+  auto health_client = Health::NewStub(
       net::CreateChannel(options.address, net::ChannelOptions()));
   grpc::ClientContext context;
   context.set_deadline(
@@ -44,7 +44,7 @@ absl::Status CheckHealth(const HealthOptions& options) {
   request.set_service(options.service);
   HealthCheckResponse response;
   const absl::Status status =
-      FromGrpcStatus(stub->Check(&context, request, &response));
+      FromGrpcStatus(health_client->Check(&context, request, &response));
   if (!status.ok()) {
     return absl::Status(status.code(),
                         absl::StrCat(what, ": ", status.message()));

@@ -45,14 +45,14 @@ std::unique_ptr<grpc::Server> Serve(Flaky* service, int* port) {
 
 grpc::Status Call(int port, const ChannelOptions& options,
                   const std::string& service = "") {
-  auto stub =
+  auto health_client =
       Health::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port), options));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   HealthCheckRequest request;
   request.set_service(service);
   HealthCheckResponse response;
-  return stub->Check(&context, request, &response);
+  return health_client->Check(&context, request, &response);
 }
 
 class RetryTest : public ::testing::TestWithParam<int> {};

@@ -2,8 +2,8 @@
 // status per service: what Kubernetes probes and `tern health` ask. Ours
 // rather than gRPC's default health service because that one is switched
 // on by a process-wide flag (grpc::EnableDefaultHealthCheckService) and
-// these servers keep no process-wide state. Watch is not implemented
-// (UNIMPLEMENTED): probes use Check.
+// these servers keep no process-wide state. Check is what probes ask;
+// Watch streams a service's status as it changes.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef TERN_COMMON_NET_HEALTH_SERVICE_H_
@@ -32,8 +32,22 @@ class HealthService final : public grpc::health::v1::Health::Service {
                      const grpc::health::v1::HealthCheckRequest* request,
                      grpc::health::v1::HealthCheckResponse* response) override;
 
+  // Writes the service's status (SERVICE_UNKNOWN while it is not
+  // registered), then each change, until the client cancels or its
+  // deadline passes (CANCELLED), or Shutdown: then NOT_SERVING is the last
+  // message and the stream ends OK, so a server's shutdown never waits on
+  // a watcher.
+  grpc::Status Watch(
+      grpc::ServerContext* context,
+      const grpc::health::v1::HealthCheckRequest* request,
+      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer)
+      override;
+
  private:
-  absl::Mutex mu_;
+  grpc::health::v1::HealthCheckResponse::ServingStatus StatusOf(
+      const std::string& service) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
   std::map<std::string, bool, std::less<>> serving_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -21,14 +21,14 @@ class Other final : public tern::v1::GlobalServer::Service {};
 
 // Check(service) over the wire: the status, or -1 with the error in *error.
 int Check(int port, const std::string& service, grpc::Status* error) {
-  auto stub = Health::NewStub(
+  auto health_client = Health::NewStub(
       CreateChannel(absl::StrCat("127.0.0.1:", port), ChannelOptions()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   HealthCheckRequest request;
   request.set_service(service);
   HealthCheckResponse response;
-  *error = stub->Check(&context, request, &response);
+  *error = health_client->Check(&context, request, &response);
   return error->ok() ? response.status() : -1;
 }
 
@@ -60,6 +60,59 @@ TEST(ServerTest, ServesHealthForTheServerAndEachNamedService) {
             HealthCheckResponse::NOT_SERVING);
   (*server)->Shutdown(absl::ZeroDuration());
   (*server)->Shutdown(absl::ZeroDuration());  // idempotent
+}
+
+// Watch over the wire: the first status, each change, and the end of the
+// stream when the server's health shuts down.
+TEST(ServerTest, WatchStreamsEachChangeAndEndsAtShutdown) {
+  Other other;
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  auto server = Server::Start(
+      options, {{&other, tern::v1::GlobalServer::service_full_name()}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto health_client = Health::NewStub(CreateChannel(
+      absl::StrCat("127.0.0.1:", (*server)->port()), ChannelOptions()));
+
+  grpc::ClientContext known_context;
+  known_context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  HealthCheckRequest known;
+  known.set_service("tern.v1.GlobalServer");
+  auto watch = health_client->Watch(&known_context, known);
+  HealthCheckResponse response;
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  grpc::ClientContext unknown_context;
+  unknown_context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  HealthCheckRequest unknown;
+  unknown.set_service("tern.v1.Later");
+  auto later = health_client->Watch(&unknown_context, unknown);
+  ASSERT_TRUE(later->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVICE_UNKNOWN);
+  (*server)->health().SetServing("tern.v1.Later", true);
+  ASSERT_TRUE(later->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  (*server)->health().SetServing("tern.v1.GlobalServer", false);
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  (*server)->health().SetServing("tern.v1.GlobalServer", true);
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  (*server)->health().Shutdown();
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&response));
+  EXPECT_TRUE(watch->Finish().ok());
+  ASSERT_TRUE(later->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(later->Read(&response));
+  EXPECT_TRUE(later->Finish().ok());
+  (*server)->Shutdown(absl::ZeroDuration());
 }
 
 TEST(ServerTest, APortInUseIsRefusedAsTransient) {
