@@ -276,20 +276,20 @@ class InProcessLps {
   std::thread ticker_;
 };
 
-grpc::Status CallJoin(tern::v1::ParameterServer::Stub* stub,
+grpc::Status CallJoin(tern::v1::ParameterServer::Stub* lps_client,
                       const tern::v1::JoinRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context);
   tern::v1::JoinResponse response;
-  return stub->Join(&context, request, &response);
+  return lps_client->Join(&context, request, &response);
 }
 
-grpc::Status CallPush(tern::v1::ParameterServer::Stub* stub,
+grpc::Status CallPush(tern::v1::ParameterServer::Stub* lps_client,
                       const tern::v1::PushPullRequest& request,
                       tern::v1::PushPullResponse* response) {
   grpc::ClientContext context;
   SetDeadline(&context);
-  return stub->PushPull(&context, request, response);
+  return lps_client->PushPull(&context, request, response);
 }
 
 // What one worker saw: its first error, the checksum on its last answer.
@@ -309,15 +309,15 @@ WorkerResult RunWorker(const InProcessLps& lps, const LpsConfig& config,
                        uint32_t d, uint32_t w, absl::Duration pause,
                        bool retry = true) {
   WorkerResult result;
-  std::unique_ptr<tern::v1::ParameterServer::Stub> stub = lps.NewStub(retry);
+  std::unique_ptr<tern::v1::ParameterServer::Stub> lps_client = lps.NewStub(retry);
   result.status =
-      CallJoin(stub.get(), Join(w, config.num_workers, config.steps));
+      CallJoin(lps_client.get(), Join(w, config.num_workers, config.steps));
   const absl::Time start = absl::Now();
   for (uint64_t t = 0; result.status.ok() && t < config.steps; ++t) {
     const float g = 0.01f * static_cast<float>((d + 1) * (w + 2) + t);
     tern::v1::PushPullResponse response;
     const absl::Time sent = absl::Now();
-    result.status = CallPush(stub.get(), Push(w, t, g), &response);
+    result.status = CallPush(lps_client.get(), Push(w, t, g), &response);
     if (!result.status.ok()) {
       result.failed_step = t;
       result.failed_sent = sent - start;
@@ -406,8 +406,8 @@ TEST(GeoUnreachableTest, LinkThatCannotRegisterFailsTheLpsNamingTheGs) {
   config.global = absl::StrCat("127.0.0.1:", ClosedPort());
   config.give_up = absl::Seconds(1);
   InProcessLps lps(config);
-  std::unique_ptr<tern::v1::ParameterServer::Stub> stub = lps.NewStub();
-  ASSERT_TRUE(CallJoin(stub.get(), Join(0, 1, config.steps)).ok());
+  std::unique_ptr<tern::v1::ParameterServer::Stub> lps_client = lps.NewStub();
+  ASSERT_TRUE(CallJoin(lps_client.get(), Join(0, 1, config.steps)).ok());
 
   const absl::Time deadline = absl::Now() + absl::Seconds(15);
   while (lps.link().status().ok() && absl::Now() < deadline) {
@@ -419,7 +419,7 @@ TEST(GeoUnreachableTest, LinkThatCannotRegisterFailsTheLpsNamingTheGs) {
   EXPECT_THAT(status.message(), HasSubstr(config.global));
 
   tern::v1::PushPullResponse response;
-  const grpc::Status push = CallPush(stub.get(), Push(0, 0, 0.1f), &response);
+  const grpc::Status push = CallPush(lps_client.get(), Push(0, 0, 0.1f), &response);
   EXPECT_EQ(push.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(push.error_message(), HasSubstr(config.global));
 }
