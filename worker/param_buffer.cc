@@ -66,7 +66,7 @@ torch::Tensor ParamBuffer::HostGradients() {
 const float* ParamBuffer::GatherDeviceGradients() {
   torch::NoGradGuard no_grad;
   if (!device_gradients_.defined()) {
-    // On the CPU only for tests of the GPU path (worker/trainer_test.cc).
+    // On the CPU only for tests of the GPU path (tests/trainer_test.cc).
     device_gradients_ = torch::zeros(
         {static_cast<int64_t>(gradients_.size())},
         torch::TensorOptions().dtype(torch::kFloat32).device(device_));

@@ -1,10 +1,10 @@
 // Test support: the real parameter-server shard of server/ (Aggregator
 // behind PsService) on a loopback port inside the test process, with the
-// ticker that expires its barriers, so that worker tests can run Trainers
-// in threads against it. Test-only, and in tests/ because it spans two
-// roles (DESIGN section 1): worker/'s libraries do not depend on server/,
-// only these tests of worker/ do. It keeps the namespace of the tests it
-// serves.
+// ticker that expires its barriers, so that tests/trainer_test.cc and
+// tests/trainer_resume_test.cc can run worker/'s Trainers in threads
+// against it. Test-only, and in tests/ because it spans two roles (DESIGN
+// section 1): worker/ does not depend on server/, only these tests do. It
+// keeps the namespace of the tests it serves.
 #ifndef TERN_TESTS_SUPPORT_IN_PROCESS_SHARD_H_
 #define TERN_TESTS_SUPPORT_IN_PROCESS_SHARD_H_
 

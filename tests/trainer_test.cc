@@ -23,8 +23,8 @@
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
 #include "kernels/terngrad.h"
-#include "worker/device_encoder.h"
 #include "tests/support/in_process_shard.h"
+#include "worker/device_encoder.h"
 
 namespace tern::worker {
 namespace {

@@ -14,9 +14,9 @@
 #include "common/net/server.h"
 #include "gtest/gtest.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
+#include "tests/support/in_process_shard.h"
 #include "worker/checkpoint.h"
 #include "worker/codec_config.h"
-#include "tests/support/in_process_shard.h"
 #include "worker/trainer.h"
 
 namespace tern::worker {
