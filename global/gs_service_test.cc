@@ -1,5 +1,3 @@
-#include "common/net/credentials.h"
-#include "common/net/server.h"
 #include "global/gs_service.h"
 
 #include <chrono>
@@ -12,11 +10,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/net/channel.h"
+#include "common/net/server.h"
 #include "gmock/gmock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
@@ -65,9 +63,12 @@ class InProcessGs {
   bool started() const { return server_ != nullptr && port_ != 0; }
 
   std::unique_ptr<tern::v1::GlobalServer::Stub> NewStub() const {
-    return tern::v1::GlobalServer::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port_),
-        net::ChannelCredentials(net::TransportSecurity::Insecure())));
+    // gRPC's retries (common/net) would resend a held call the service
+    // answered UNAVAILABLE; these tests check the service's own answers.
+    net::ChannelOptions options;
+    options.retry.enabled = false;
+    return tern::v1::GlobalServer::NewStub(net::CreateChannel(
+        absl::StrCat("127.0.0.1:", port_), options));
   }
 
  private:

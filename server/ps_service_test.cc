@@ -1,5 +1,3 @@
-#include "common/net/credentials.h"
-#include "common/net/server.h"
 #include "server/ps_service.h"
 
 #include <algorithm>
@@ -12,16 +10,17 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/grpc_status.h"
+#include "common/net/channel.h"
+#include "common/net/server.h"
 #include "gmock/gmock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
 #include "server/wire.h"
@@ -70,9 +69,8 @@ class InProcessShard {
   bool started() const { return server_ != nullptr && port_ != 0; }
 
   std::unique_ptr<tern::v1::ParameterServer::Stub> NewStub() const {
-    return tern::v1::ParameterServer::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port_),
-        net::ChannelCredentials(net::TransportSecurity::Insecure())));
+    return tern::v1::ParameterServer::NewStub(net::CreateChannel(
+        absl::StrCat("127.0.0.1:", port_), net::ChannelOptions()));
   }
 
   Aggregator& aggregator() { return *aggregator_; }
