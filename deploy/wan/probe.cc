@@ -183,6 +183,134 @@ bool ParseU64(const std::string& text, uint64_t* out) {
   return true;
 }
 
+// The sender's side of one probe connection while it sends and waits for
+// the listener's answer.
+struct SendState {
+  const SendOptions& options;
+  int fd;
+  bool by_bytes;  // --bytes, not --seconds
+  Clock::time_point start;
+  uint64_t sent = 0;
+  bool writing = true;
+  std::string answer;
+  bool answered = false;
+};
+
+// What one step of the send loop leaves the loop to do.
+enum class Step {
+  kFailed,   // return false (*error set)
+  kAgain,    // go round the loop again
+  kProceed,  // go on with the rest of this round
+};
+
+// Closes the write side once the bytes are sent or the time is up.
+void StopWritingWhenDone(SendState* s) {
+  if (!s->writing) return;
+  const bool done = s->by_bytes
+                        ? s->sent >= static_cast<uint64_t>(s->options.bytes)
+                        : SecondsSince(s->start) >= s->options.seconds;
+  if (done) {
+    shutdown(s->fd, SHUT_WR);
+    s->writing = false;
+  }
+}
+
+// Polls for the answer (and, while writing, for room to send), no longer
+// than the timeout, nor past the end of a --seconds sending time. Sets *ev
+// to the events that arrived.
+Step WaitForSocket(const SendState& s, int* ev, std::string* error) {
+  short events = POLLIN;
+  if (s.writing) events |= POLLOUT;
+  double wait = s.options.timeout_s;
+  if (s.writing && !s.by_bytes) {
+    wait = std::min(
+        wait, std::max(s.options.seconds - SecondsSince(s.start), 0.0) + 0.001);
+  }
+  *ev = WaitFor(s.fd, events, wait);
+  if (*ev < 0) {
+    *error = Errno("poll");
+    return Step::kFailed;
+  }
+  if (*ev == 0) {
+    if (wait < s.options.timeout_s) return Step::kAgain;  // sending time up
+    *error =
+        std::string("no progress for ") + std::to_string(s.options.timeout_s) +
+        " s " +
+        (s.writing ? "while sending" : "waiting for the listener's answer");
+    return Step::kFailed;
+  }
+  return Step::kProceed;
+}
+
+// Reads what has arrived of the listener's answer line.
+Step ReadAnswer(SendState* s, ProbeResult* result, std::string* error) {
+  char buf[kMaxAnswer + 1];
+  const ssize_t n = recv(s->fd, buf, sizeof(buf), 0);
+  if (n > 0) {
+    s->answer.append(buf, static_cast<size_t>(n));
+    const size_t nl = s->answer.find('\n');
+    if (nl != std::string::npos) {
+      s->answer.resize(nl);
+      s->answered = true;
+    } else if (s->answer.size() > kMaxAnswer) {
+      // Fails (too long), setting *error to the malformed answer.
+      DecodeAnswer(s->answer, result, error);
+      return Step::kFailed;
+    }
+    return Step::kAgain;
+  }
+  if (n == 0) {
+    *error = "the listener closed the connection without an answer";
+    return Step::kFailed;
+  }
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    *error = Errno("receiving the answer");
+    return Step::kFailed;
+  }
+  return Step::kProceed;
+}
+
+// Sends the next piece of zeros. A reset by the listener stops the writing
+// only: its answer may still be waiting to be read.
+bool WriteZeros(SendState* s, const std::vector<char>& zeros,
+                std::string* error) {
+  size_t size = zeros.size();
+  if (s->by_bytes) {
+    size = static_cast<size_t>(std::min<uint64_t>(
+        size, static_cast<uint64_t>(s->options.bytes) - s->sent));
+  }
+  const ssize_t n = send(s->fd, zeros.data(), size, MSG_NOSIGNAL);
+  if (n > 0) {
+    s->sent += static_cast<uint64_t>(n);
+  } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+    s->writing = false;  // an answer may still be waiting to be read
+  } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+             errno != EINTR) {
+    *error = Errno("sending");
+    return false;
+  }
+  return true;
+}
+
+// Decodes the answer and checks the listener's count against what was sent.
+bool FinishSend(const SendState& s, ProbeResult* result, std::string* error) {
+  if (!DecodeAnswer(s.answer, result, error)) return false;
+  // Drop whatever is still buffered instead of making the listener drain it.
+  const linger reset{1, 0};
+  setsockopt(s.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  if (s.by_bytes && result->bytes != static_cast<uint64_t>(s.options.bytes)) {
+    *error = "the listener counted " + std::to_string(result->bytes) +
+             " of the " + std::to_string(s.options.bytes) + " bytes sent";
+    return false;
+  }
+  if (result->bytes > s.sent) {
+    *error = "the listener counted " + std::to_string(result->bytes) +
+             " bytes but only " + std::to_string(s.sent) + " were sent";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 double ProbeResult::MegabytesPerSecond() const {
@@ -340,97 +468,23 @@ bool Send(const SendOptions& options, ProbeResult* result, std::string* error) {
   Fd fd;
   if (!Connect(options, &fd, error)) return false;
   const std::vector<char> zeros(kChunk, 0);
-  const bool by_bytes = options.bytes >= 0;
-  const auto start = Clock::now();
-  uint64_t sent = 0;
-  bool writing = true;
-  std::string answer;
-  bool answered = false;
-  while (!answered) {
-    if (writing) {
-      const bool done = by_bytes ? sent >= static_cast<uint64_t>(options.bytes)
-                                 : SecondsSince(start) >= options.seconds;
-      if (done) {
-        shutdown(fd.get(), SHUT_WR);
-        writing = false;
-      }
-    }
-    short events = POLLIN;
-    if (writing) events |= POLLOUT;
-    double wait = options.timeout_s;
-    if (writing && !by_bytes) {
-      wait = std::min(
-          wait, std::max(options.seconds - SecondsSince(start), 0.0) + 0.001);
-    }
-    const int ev = WaitFor(fd.get(), events, wait);
-    if (ev < 0) {
-      *error = Errno("poll");
-      return false;
-    }
-    if (ev == 0) {
-      if (wait < options.timeout_s) continue;  // the sending time is up
-      *error =
-          std::string("no progress for ") + std::to_string(options.timeout_s) +
-          " s " +
-          (writing ? "while sending" : "waiting for the listener's answer");
-      return false;
-    }
+  SendState s{options, fd.get(), options.bytes >= 0, Clock::now()};
+  while (!s.answered) {
+    StopWritingWhenDone(&s);
+    int ev = 0;
+    const Step waited = WaitForSocket(s, &ev, error);
+    if (waited == Step::kFailed) return false;
+    if (waited == Step::kAgain) continue;
     if (ev & (POLLIN | POLLHUP | POLLERR)) {
-      char buf[kMaxAnswer + 1];
-      const ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
-      if (n > 0) {
-        answer.append(buf, static_cast<size_t>(n));
-        const size_t nl = answer.find('\n');
-        if (nl != std::string::npos) {
-          answer.resize(nl);
-          answered = true;
-        } else if (answer.size() > kMaxAnswer) {
-          return DecodeAnswer(answer, result, error);  // fails: too long
-        }
-        continue;
-      }
-      if (n == 0) {
-        *error = "the listener closed the connection without an answer";
-        return false;
-      }
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        *error = Errno("receiving the answer");
-        return false;
-      }
+      const Step read = ReadAnswer(&s, result, error);
+      if (read == Step::kFailed) return false;
+      if (read == Step::kAgain) continue;
     }
-    if (writing && (ev & POLLOUT)) {
-      size_t size = zeros.size();
-      if (by_bytes) {
-        size = static_cast<size_t>(std::min<uint64_t>(
-            size, static_cast<uint64_t>(options.bytes) - sent));
-      }
-      const ssize_t n = send(fd.get(), zeros.data(), size, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<uint64_t>(n);
-      } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-        writing = false;  // an answer may still be waiting to be read
-      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                 errno != EINTR) {
-        *error = Errno("sending");
-        return false;
-      }
+    if (s.writing && (ev & POLLOUT) && !WriteZeros(&s, zeros, error)) {
+      return false;
     }
   }
-  if (!DecodeAnswer(answer, result, error)) return false;
-  // Drop whatever is still buffered instead of making the listener drain it.
-  const linger reset{1, 0};
-  setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-  if (by_bytes && result->bytes != static_cast<uint64_t>(options.bytes)) {
-    *error = "the listener counted " + std::to_string(result->bytes) +
-             " of the " + std::to_string(options.bytes) + " bytes sent";
-    return false;
-  }
-  if (result->bytes > sent) {
-    *error = "the listener counted " + std::to_string(result->bytes) +
-             " bytes but only " + std::to_string(sent) + " were sent";
-    return false;
-  }
-  return true;
+  return FinishSend(s, result, error);
 }
 
 }  // namespace tern::wan

@@ -46,6 +46,95 @@ bool ParseInt(const std::string& flag, const std::string& text, int64_t lo,
   return true;
 }
 
+// What the flags said that ProbeArgs does not show.
+struct FlagsGiven {
+  bool address = false;
+  bool seconds = false;
+};
+
+// Splits args[*i] ("--flag value" or "--flag=value") into `flag` (without
+// the dashes) and `value`, moving *i past a separate value.
+bool SplitFlag(const std::vector<std::string>& args, size_t* i,
+               std::string* flag, std::string* value, std::string* error) {
+  *flag = args[*i];
+  if (flag->rfind("--", 0) != 0) {
+    *error = "unexpected argument '" + *flag + "'";
+    return false;
+  }
+  *flag = flag->substr(2);
+  const size_t eq = flag->find('=');
+  if (eq != std::string::npos) {
+    *value = flag->substr(eq + 1);
+    *flag = flag->substr(0, eq);
+  } else if (*i + 1 < args.size()) {
+    *value = args[++*i];
+  } else {
+    *error = "--" + *flag + " needs a value";
+    return false;
+  }
+  return true;
+}
+
+// Sets the field of `parsed` that --`flag` names from `value`.
+bool ApplyFlag(const std::string& flag, const std::string& value,
+               ProbeArgs* parsed, FlagsGiven* given, std::string* error) {
+  int64_t n = 0;
+  if (flag == "address") {
+    if (value.empty()) {
+      *error = "--address: empty";
+      return false;
+    }
+    parsed->address = value;
+    given->address = true;
+  } else if (flag == "port") {
+    if (!ParseInt(flag, value, 0, 65535, &n, error)) return false;
+    parsed->port = static_cast<int>(n);
+  } else if (flag == "seconds") {
+    if (!ParseDouble(flag, value, 0, kMaxSeconds, /*lo_inclusive=*/false,
+                     &parsed->seconds, error)) {
+      return false;
+    }
+    given->seconds = true;
+  } else if (flag == "bytes") {
+    if (!ParseInt(flag, value, 0, kMaxBytes, &parsed->bytes, error)) {
+      return false;
+    }
+  } else if (flag == "timeout_s") {
+    if (!ParseDouble(flag, value, 0, kMaxSeconds, /*lo_inclusive=*/false,
+                     &parsed->timeout_s, error)) {
+      return false;
+    }
+  } else {
+    *error = "unknown flag --" + flag;
+    return false;
+  }
+  return true;
+}
+
+// The flags a mode needs, and those it must not have.
+bool CheckModeFlags(const ProbeArgs& parsed, const FlagsGiven& given,
+                    std::string* error) {
+  if (parsed.mode == ProbeMode::kListen && parsed.bytes >= 0) {
+    *error = "--bytes: only a sender takes it";
+    return false;
+  }
+  if (parsed.mode == ProbeMode::kSend) {
+    if (!given.address) {
+      *error = "--address: a sender needs the listener's address";
+      return false;
+    }
+    if (parsed.port == 0) {
+      *error = "--port: a sender needs the listener's port (1..65535)";
+      return false;
+    }
+    if ((parsed.bytes >= 0) == given.seconds) {
+      *error = "a sender takes exactly one of --bytes and --seconds";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string ProbeUsage() {
@@ -84,58 +173,16 @@ bool ParseProbeArgs(const std::vector<std::string>& args, ProbeArgs* out,
     return false;
   }
   parsed.mode = args[0] == "listen" ? ProbeMode::kListen : ProbeMode::kSend;
-  bool address_given = false;
-  bool seconds_given = false;
+  FlagsGiven given;
   for (size_t i = 1; i < args.size(); ++i) {
-    std::string flag = args[i];
-    if (flag == "--help" || flag == "-h") {
+    if (args[i] == "--help" || args[i] == "-h") {
       parsed.help = true;
       continue;
     }
-    if (flag.rfind("--", 0) != 0) {
-      *error = "unexpected argument '" + flag + "'";
-      return false;
-    }
-    flag = flag.substr(2);
+    std::string flag;
     std::string value;
-    const size_t eq = flag.find('=');
-    if (eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      *error = "--" + flag + " needs a value";
-      return false;
-    }
-    int64_t n = 0;
-    if (flag == "address") {
-      if (value.empty()) {
-        *error = "--address: empty";
-        return false;
-      }
-      parsed.address = value;
-      address_given = true;
-    } else if (flag == "port") {
-      if (!ParseInt(flag, value, 0, 65535, &n, error)) return false;
-      parsed.port = static_cast<int>(n);
-    } else if (flag == "seconds") {
-      if (!ParseDouble(flag, value, 0, kMaxSeconds, /*lo_inclusive=*/false,
-                       &parsed.seconds, error)) {
-        return false;
-      }
-      seconds_given = true;
-    } else if (flag == "bytes") {
-      if (!ParseInt(flag, value, 0, kMaxBytes, &parsed.bytes, error)) {
-        return false;
-      }
-    } else if (flag == "timeout_s") {
-      if (!ParseDouble(flag, value, 0, kMaxSeconds, /*lo_inclusive=*/false,
-                       &parsed.timeout_s, error)) {
-        return false;
-      }
-    } else {
-      *error = "unknown flag --" + flag;
+    if (!SplitFlag(args, &i, &flag, &value, error) ||
+        !ApplyFlag(flag, value, &parsed, &given, error)) {
       return false;
     }
   }
@@ -143,24 +190,7 @@ bool ParseProbeArgs(const std::vector<std::string>& args, ProbeArgs* out,
     *out = parsed;
     return true;
   }
-  if (parsed.mode == ProbeMode::kListen && parsed.bytes >= 0) {
-    *error = "--bytes: only a sender takes it";
-    return false;
-  }
-  if (parsed.mode == ProbeMode::kSend) {
-    if (!address_given) {
-      *error = "--address: a sender needs the listener's address";
-      return false;
-    }
-    if (parsed.port == 0) {
-      *error = "--port: a sender needs the listener's port (1..65535)";
-      return false;
-    }
-    if ((parsed.bytes >= 0) == seconds_given) {
-      *error = "a sender takes exactly one of --bytes and --seconds";
-      return false;
-    }
-  }
+  if (!CheckModeFlags(parsed, given, error)) return false;
   *out = parsed;
   return true;
 }
