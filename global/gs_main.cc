@@ -4,12 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
 #include "common/net/server.h"
 #include "common/process/exit_codes.h"
-#include "common/process/port_file.h"
+#include "common/process/serve_loop.h"
 #include "global/gs_flags.h"
 #include "global/gs_service.h"
 #include "global/round_aggregator.h"
@@ -17,9 +16,6 @@
 namespace tern::global {
 namespace {
 
-// How often the serving loop moves the rounds on (T_global, hold
-// timeouts) while it waits for the stop request.
-constexpr absl::Duration kTick = absl::Milliseconds(100);
 // How long in-flight calls may take to finish at shutdown.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
@@ -50,13 +46,6 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
     logger->error("{}", std::string(server.status().message()));
   }
   return server;
-}
-
-// Moves the rounds on every tick until `stop` is requested.
-void ServeUntilStopped(const process::StopRequest& stop, const Logger& logger,
-                       RoundAggregator* aggregator) {
-  while (!stop.WaitFor(kTick)) aggregator->Tick(absl::Now());
-  logger->info("{}: shutting down", stop.reason());
 }
 
 // Logs where the rounds stopped and writes --report_file, if given.
@@ -117,23 +106,24 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
         ->Close(absl::UnavailableError("the global server is shutting down"));
     (*server)->Shutdown(kShutdownGrace);
   };
-  if (!options.port_file.empty()) {
-    if (absl::Status status = process::WritePortFile(options.port_file, port);
-        !status.ok()) {
-      logger->error("{}", std::string(status.message()));
-      shut_down();
-      return process::kExitPermanent;
-    }
+  if (!process::WritePortFileIfAsked(options.port_file, port, logger)) {
+    shut_down();
+    return process::kExitPermanent;
   }
   logger->info(
       "global server serving on {} (port {}) for {} data centers: "
       "T_global {}s, max lag {} rounds, hold timeout {}s",
       options.listen, port, options.num_datacenters, options.t_global_s,
       options.max_lag, options.hold_timeout_s);
-  ServeUntilStopped(stop, logger, aggregator->get());
+  // The rounds' clock never fails the global server: only a stop ends it.
+  const int exit_code =
+      process::ServeUntilStopped(stop, logger, [&](absl::Time now) {
+        (*aggregator)->Tick(now);
+        return absl::OkStatus();
+      });
   shut_down();
   Report(options, **aggregator, logger);
-  return process::kExitOk;
+  return exit_code;
 }
 
 }  // namespace tern::global

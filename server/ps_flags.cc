@@ -5,14 +5,17 @@
 #include <limits>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
 
 namespace tern::server {
 namespace {
 
+using flags::EnumName;
 using flags::FinitePositive;
 using flags::Flag;
 using flags::HostPort;
@@ -20,7 +23,53 @@ using flags::IsHostPort;
 using flags::kMaxMessageMb;
 using flags::LogLevel;
 
+std::string RunModeNames() { return "terngrad, weightgrad, gaia"; }
+
+absl::StatusOr<RunMode> ParseRunMode(absl::string_view name) {
+  for (RunMode mode :
+       {RunMode::kTernGrad, RunMode::kWeightGrad, RunMode::kGaia}) {
+    if (name == RunModeName(mode)) return mode;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", name, "' is not one of ", RunModeNames()));
+}
+
+std::string WeightCodecNames() { return "ternary, int8, fp32"; }
+
+// The empty name is the mode's default.
+absl::StatusOr<WeightCodec> ParseWeightCodec(absl::string_view name) {
+  if (name.empty()) return WeightCodec::kModeDefault;
+  for (WeightCodec codec :
+       {WeightCodec::kTernary, WeightCodec::kInt8, WeightCodec::kFp32}) {
+    if (name == WeightCodecName(codec)) return codec;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", name, "' is not one of ", WeightCodecNames()));
+}
+
 }  // namespace
+
+const char* WeightCodecName(WeightCodec codec) {
+  switch (codec) {
+    case WeightCodec::kModeDefault:
+      return "";
+    case WeightCodec::kTernary:
+      return "ternary";
+    case WeightCodec::kInt8:
+      return "int8";
+    case WeightCodec::kFp32:
+      return "fp32";
+  }
+  return "unknown";
+}
+
+WeightCodec EffectiveWeightCodec(const PsOptions& options) {
+  if (options.weight_codec != WeightCodec::kModeDefault) {
+    return options.weight_codec;
+  }
+  return options.mode == RunMode::kGaia ? WeightCodec::kFp32
+                                        : WeightCodec::kTernary;
+}
 
 void AddPsFlags(CLI::App* app, PsOptions* o) {
   constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
@@ -61,7 +110,9 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "applies each worker's ternary gradient at once and answers with its "
        "weights; gaia: the same with fp32 gradients and Gaia's element-wise "
        "filter between data centers (server/WEIGHTGRAD.md)")
-      ->check(CLI::IsMember({"terngrad", "weightgrad", "gaia"}));
+      ->transform(EnumName<RunMode>(ParseRunMode, &RunModeNames,
+                                    "{" + RunModeNames() + "}"))
+      ->default_str(RunModeName(o->mode));
   Flag(app, "global", &o->global,
        "weightgrad/gaia: host:port of `tern global`; empty: a single data "
        "center, no rounds");
@@ -87,7 +138,9 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "weightgrad/gaia: how the LPS sends its weights to the workers: "
        "ternary (2 bits per weight), int8 or fp32; empty: ternary for "
        "weightgrad, fp32 for gaia")
-      ->check(CLI::IsMember({"", "ternary", "int8", "fp32"}));
+      ->transform(EnumName<WeightCodec>(ParseWeightCodec, &WeightCodecNames,
+                                        "{" + WeightCodecNames() + "}"))
+      ->default_str(WeightCodecName(o->weight_codec));
 }
 
 absl::Status ValidatePsOptions(const PsOptions& o) {
@@ -125,14 +178,15 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: ", level.status().message()));
   }
-  if (o.mode != "terngrad" && o.mode != "weightgrad" && o.mode != "gaia") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--mode: '", o.mode, "' is not terngrad, weightgrad or gaia"));
+  if (!ParseRunMode(RunModeName(o.mode)).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode: ", static_cast<uint32_t>(o.mode),
+                     " is not one of ", RunModeNames()));
   }
-  if (o.mode == "terngrad") return absl::OkStatus();
+  if (o.mode == RunMode::kTernGrad) return absl::OkStatus();
   if (o.num_shards != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--num_shards=", o.num_shards, " with --mode=", o.mode,
+        "--num_shards=", o.num_shards, " with --mode=", RunModeName(o.mode),
         ": a data center has one LPS shard (sharding the LPS is not "
         "supported yet)"));
   }
@@ -161,10 +215,10 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--g_thresh=", o.g_thresh, " is not in [0, 1]"));
   }
-  if (!o.weight_codec.empty() && o.weight_codec != "ternary" &&
-      o.weight_codec != "int8" && o.weight_codec != "fp32") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--weight_codec: '", o.weight_codec, "' is not ternary, int8 or fp32"));
+  if (!ParseWeightCodec(WeightCodecName(o.weight_codec)).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_codec: ", static_cast<uint32_t>(o.weight_codec),
+                     " is not one of ", WeightCodecNames()));
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,13 @@ void AddPsFlags(CLI::App* app, PsOptions* options);
 // RunParameterServer calls it first.
 absl::Status ValidatePsOptions(const PsOptions& options);
 
+// "ternary", "int8", "fp32" ("" for kModeDefault): the --weight_codec name.
+const char* WeightCodecName(WeightCodec codec);
+
+// The codec an LPS sends its weights in: --weight_codec, or the mode's
+// default (ternary for weightgrad, fp32 for gaia).
+WeightCodec EffectiveWeightCodec(const PsOptions& options);
+
 }  // namespace tern::server
 
 #endif  // TERN_SERVER_PS_FLAGS_H_

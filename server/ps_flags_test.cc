@@ -54,11 +54,11 @@ TEST(PsFlagsTest, WeightGradFlagsParseAndAreChecked) {
   parsed.Parse(
       "--mode=weightgrad --global=gs:50061 --datacenter=1 "
       "--num_datacenters=2 --sync_every=5 --g_thresh=0.3 --weight_codec=int8");
-  EXPECT_EQ(parsed.options.mode, "weightgrad");
+  EXPECT_EQ(parsed.options.mode, RunMode::kWeightGrad);
   EXPECT_EQ(parsed.options.global, "gs:50061");
   EXPECT_EQ(parsed.options.datacenter, 1u);
   EXPECT_EQ(parsed.options.sync_every, 5u);
-  EXPECT_EQ(parsed.options.weight_codec, "int8");
+  EXPECT_EQ(parsed.options.weight_codec, WeightCodec::kInt8);
   EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
 
   PsOptions sharded = parsed.options;
@@ -75,6 +75,36 @@ TEST(PsFlagsTest, WeightGradFlagsParseAndAreChecked) {
               HasSubstr("--datacenter=2 is not below --num_datacenters=2"));
   EXPECT_THROW(Parsed().Parse("--mode=weightgrads"), CLI::ParseError);
   EXPECT_THROW(Parsed().Parse("--weight_codec=fp16"), CLI::ParseError);
+}
+
+// --mode and --weight_codec are parsed into enums once, from the command
+// line or the environment; a bad name fails naming the choices.
+TEST(PsFlagsTest, ModeAndWeightCodecAreEnumsParsedOnce) {
+  {
+    ScopedEnv mode("TERN_MODE", "gaia");
+    Parsed parsed;
+    parsed.Parse("");
+    EXPECT_EQ(parsed.options.mode, RunMode::kGaia);
+    EXPECT_EQ(parsed.options.weight_codec, WeightCodec::kModeDefault);
+    EXPECT_EQ(EffectiveWeightCodec(parsed.options), WeightCodec::kFp32);
+  }
+  Parsed weightgrad;
+  weightgrad.Parse("--mode=weightgrad");
+  EXPECT_EQ(EffectiveWeightCodec(weightgrad.options), WeightCodec::kTernary);
+  Parsed chosen;
+  chosen.Parse("--mode=gaia --weight_codec=int8");
+  EXPECT_EQ(EffectiveWeightCodec(chosen.options), WeightCodec::kInt8);
+  try {
+    Parsed().Parse("--mode=TernGrad");
+    ADD_FAILURE() << "--mode=TernGrad parsed";
+  } catch (const CLI::ParseError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("'TernGrad' is not one of terngrad, "
+                                        "weightgrad, gaia"));
+  }
+  PsOptions bad;
+  bad.mode = static_cast<RunMode>(7);
+  EXPECT_THAT(std::string(ValidatePsOptions(bad).message()),
+              HasSubstr("--mode: 7 is not one of"));
 }
 
 TEST(PsFlagsTest, DefaultsStayWhenNothingIsGiven) {

@@ -3,15 +3,13 @@
 #include <memory>
 #include <utility>
 
-#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
 #include "common/checksum.h"
 #include "common/net/server.h"
 #include "common/process/exit_codes.h"
-#include "common/process/port_file.h"
+#include "common/process/serve_loop.h"
 #include "server/aggregator.h"
 #include "server/gs_link.h"
 #include "server/local_ps.h"
@@ -22,9 +20,6 @@
 namespace tern::server {
 namespace {
 
-// How often the serving loop looks at the clock (barrier deadlines, the
-// join timeout) while it waits for the stop request.
-constexpr absl::Duration kTick = absl::Milliseconds(100);
 // How long in-flight calls may take to finish at shutdown.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
@@ -47,48 +42,22 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
   return server;
 }
 
-// Writes --port_file, if given; logs and returns false when it cannot.
-bool WritePortFileIfAsked(const PsOptions& options, int port,
-                          const Logger& logger) {
-  if (options.port_file.empty()) return true;
-  const absl::Status status = process::WritePortFile(options.port_file, port);
-  if (!status.ok()) logger->error("{}", std::string(status.message()));
-  return status.ok();
-}
-
-// Calls `expire_waits` every tick until `stop` is requested (kExitOk) or
-// it fails, as when the workers do not join in time (kExitTransient).
-int ServeUntilStopped(
-    const process::StopRequest& stop, const Logger& logger,
-    absl::FunctionRef<absl::Status(absl::Time)> expire_waits) {
-  while (true) {
-    if (stop.WaitFor(kTick)) {
-      logger->info("{}: shutting down", stop.reason());
-      return process::kExitOk;
-    }
-    if (absl::Status status = expire_waits(absl::Now()); !status.ok()) {
-      logger->error("{}; exiting", std::string(status.message()));
-      return process::kExitTransient;
-    }
-  }
-}
-
-// The LPS's options from the flags; `weight_codec` gets the codec's name,
-// the mode's default when --weight_codec is empty.
-LocalPsOptions MakeLocalPsOptions(const PsOptions& options,
-                                  std::string* weight_codec) {
+// The LPS's options from the flags.
+LocalPsOptions MakeLocalPsOptions(const PsOptions& options) {
   LocalPsOptions lps_options;
-  lps_options.mode =
-      options.mode == "gaia" ? RunMode::kGaia : RunMode::kWeightGrad;
+  lps_options.mode = options.mode;
   lps_options.num_workers = options.num_workers;
-  *weight_codec = options.weight_codec;
-  if (weight_codec->empty()) {
-    *weight_codec = options.mode == "gaia" ? "fp32" : "ternary";
+  switch (EffectiveWeightCodec(options)) {
+    case WeightCodec::kInt8:
+      lps_options.weight_codec = kernels::CodecId::kInt8;
+      break;
+    case WeightCodec::kFp32:
+      lps_options.weight_codec = kernels::CodecId::kFp32;
+      break;
+    default:
+      lps_options.weight_codec = kernels::CodecId::kTernGrad;
+      break;
   }
-  lps_options.weight_codec =
-      *weight_codec == "ternary" ? kernels::CodecId::kTernGrad
-      : *weight_codec == "int8"  ? kernels::CodecId::kInt8
-                                 : kernels::CodecId::kFp32;
   lps_options.global = !options.global.empty();
   lps_options.global_name =
       absl::StrCat("the global server at ", options.global);
@@ -143,9 +112,8 @@ void ReportLps(const PsOptions& options, const LocalPs& lps,
 // to the global server (server/WEIGHTGRAD.md).
 int RunLocalParameterServer(const PsOptions& options, Logger logger,
                             const process::StopRequest& stop) {
-  std::string weight_codec;
   absl::StatusOr<std::unique_ptr<LocalPs>> lps =
-      LocalPs::Create(MakeLocalPsOptions(options, &weight_codec), logger);
+      LocalPs::Create(MakeLocalPsOptions(options), logger);
   if (!lps.ok()) {
     logger->error("{}", std::string(lps.status().message()));
     return process::kExitPermanent;
@@ -162,20 +130,21 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
         absl::UnavailableError("the local parameter server is shutting down"));
     (*server)->Shutdown(kShutdownGrace);
   };
-  if (!WritePortFileIfAsked(options, port, logger)) {
+  if (!process::WritePortFileIfAsked(options.port_file, port, logger)) {
     shut_down();
     return process::kExitPermanent;
   }
   logger->info(
       "LPS of data center {} of {} ({}, weights in {}) serving on {} (port "
       "{}) for {} workers; {}",
-      options.datacenter, options.num_datacenters, options.mode, weight_codec,
+      options.datacenter, options.num_datacenters, RunModeName(options.mode),
+      WeightCodecName(EffectiveWeightCodec(options)),
       options.listen, port, options.num_workers,
       options.global.empty()
           ? std::string("no global server")
           : absl::StrCat("global server ", options.global, ", a round every ",
                          options.sync_every, " steps"));
-  const int exit_code = ServeUntilStopped(
+  const int exit_code = process::ServeUntilStopped(
       stop, logger, [&](absl::Time now) { return (*lps)->ExpireWaits(now); });
   shut_down();
   ReportLps(options, **lps, logger);
@@ -211,7 +180,7 @@ int RunShard(const PsOptions& options, Logger logger,
             absl::StrCat("shard ", options.shard_index, " is shutting down")));
     (*server)->Shutdown(kShutdownGrace);
   };
-  if (!WritePortFileIfAsked(options, port, logger)) {
+  if (!process::WritePortFileIfAsked(options.port_file, port, logger)) {
     shut_down();
     return process::kExitPermanent;
   }
@@ -219,7 +188,7 @@ int RunShard(const PsOptions& options, Logger logger,
                options.shard_index, options.num_shards, options.listen, port,
                options.num_workers);
   const int exit_code =
-      ServeUntilStopped(stop, logger, [&](absl::Time now) {
+      process::ServeUntilStopped(stop, logger, [&](absl::Time now) {
         return (*aggregator)->ExpireWaits(now);
       });
   shut_down();
@@ -232,7 +201,7 @@ int RunShard(const PsOptions& options, Logger logger,
 int RunParameterServer(const PsOptions& options, Logger logger,
                        const process::StopRequest& stop) {
   if (logger == nullptr) {
-    logger = options.mode == "terngrad"
+    logger = options.mode == RunMode::kTernGrad
                  ? MakeLogger("ps", absl::StrCat(options.shard_index))
                  : MakeLogger("lps", absl::StrCat(options.datacenter));
   }
@@ -241,7 +210,7 @@ int RunParameterServer(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   logger->set_level(*ParseLogLevel(options.log_level));
-  if (options.mode != "terngrad") {
+  if (options.mode != RunMode::kTernGrad) {
     return RunLocalParameterServer(options, logger, stop);
   }
   return RunShard(options, logger, stop);

@@ -6,7 +6,17 @@
 #include <cstdint>
 #include <string>
 
+#include "server/messages.h"
+
 namespace tern::server {
+
+// --weight_codec: how an LPS sends its weights to its workers.
+enum class WeightCodec : uint32_t {
+  kModeDefault = 0,  // ternary for weightgrad, fp32 for gaia
+  kTernary = 1,
+  kInt8 = 2,
+  kFp32 = 3,
+};
 
 struct PsOptions {
   // host:port to listen on; port 0 picks a free port (see port_file).
@@ -33,8 +43,8 @@ struct PsOptions {
 
   // --- WeightGrad (DESIGN section 4; server/WEIGHTGRAD.md) ---
   // terngrad (the TernGrad shard) | weightgrad | gaia (a local parameter
-  // server, LPS, of one data center).
-  std::string mode = "terngrad";
+  // server, LPS, of one data center); parsed from --mode by ps_flags.
+  RunMode mode = RunMode::kTernGrad;
   // host:port of `tern global`; empty: a single data center, no WAN rounds.
   std::string global;
   // This data center's index in [0, num_datacenters), and K.
@@ -48,9 +58,9 @@ struct PsOptions {
   // The significance threshold, on the (0, 1] scale of WEIGHTGRAD.md;
   // 0: the dynamic threshold of the paper's Appendix A.2.
   double g_thresh = 0;
-  // How the LPS sends weights to its workers: ternary | int8 | fp32; empty:
-  // ternary for weightgrad, fp32 for gaia.
-  std::string weight_codec;
+  // How the LPS sends weights to its workers (--weight_codec: ternary,
+  // int8, fp32, or empty for the mode's default).
+  WeightCodec weight_codec = WeightCodec::kModeDefault;
 };
 
 }  // namespace tern::server

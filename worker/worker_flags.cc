@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +15,7 @@
 namespace tern::worker {
 namespace {
 
+using flags::EnumName;
 using flags::FiniteBetween;
 using flags::FiniteIn;
 using flags::FinitePositive;
@@ -23,26 +23,6 @@ using flags::Flag;
 using flags::HostPort;
 using flags::NonEmpty;
 using flags::Switch;
-
-// Reads a name into an enum flag once, at parse time: `parse` turns the
-// name into the enum and the transform hands CLI11 its number, which CLI11
-// stores into the enum field. A name `parse` refuses fails the parse with
-// "'<name>' is not one of <names>".
-template <typename Enum, typename Parse>
-CLI::Validator EnumName(Parse parse, std::string (*names)(),
-                        const std::string& label) {
-  return CLI::Validator(
-      [parse, names](std::string& input) -> std::string {
-        const absl::StatusOr<Enum> value = parse(input);
-        if (!value.ok()) {
-          return absl::StrCat("'", input, "' is not one of ", names());
-        }
-        input = std::to_string(
-            static_cast<std::underlying_type_t<Enum>>(*value));
-        return std::string();
-      },
-      label);
-}
 
 // --mode: terngrad, weightgrad or gaia (worker/train_mode.h).
 CLI::Validator TrainModeFlag() {

@@ -8,9 +8,12 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace tern::flags {
@@ -50,6 +53,27 @@ CLI::Validator FiniteBetween(double low, double high);
 // A name ParseLogLevel (common/logging.h) accepts.
 CLI::Validator LogLevel();
 CLI::Validator NonEmpty();
+
+// Reads a name into an enum flag once, at parse time: `parse` turns the
+// name into the enum and the transform hands CLI11 its number, which CLI11
+// stores into the enum field (register it with ->transform(...)). A name
+// `parse` refuses fails the parse with "'<name>' is not one of <names()>";
+// `label` is what --help shows for the value.
+template <typename Enum, typename Parse>
+CLI::Validator EnumName(Parse parse, std::string (*names)(),
+                        const std::string& label) {
+  return CLI::Validator(
+      [parse, names](std::string& input) -> std::string {
+        const absl::StatusOr<Enum> value = parse(input);
+        if (!value.ok()) {
+          return absl::StrCat("'", input, "' is not one of ", names());
+        }
+        input = std::to_string(
+            static_cast<std::underlying_type_t<Enum>>(*value));
+        return std::string();
+      },
+      label);
+}
 
 }  // namespace tern::flags
 
