@@ -17,10 +17,10 @@ constexpr char kSelfExe[] = "/proc/self/exe";
 }  // namespace
 
 int ExitCodeFor(const ChildExit& exit) {
-  if (exit.signaled()) return 128 + exit.code_or_signal();
+  if (exit.signaled()) return process::ExitCodeForSignal(exit.code_or_signal());
   const int code = exit.code_or_signal();
-  if (code == 0) return 0;
-  return code < 128 ? 1 : code;
+  if (code == process::kExitOk) return process::kExitOk;
+  return code < process::kExitTransient ? process::kExitPermanent : code;
 }
 
 absl::StatusOr<std::unique_ptr<ChildSupervisor>> ChildSupervisor::Create(
@@ -40,8 +40,7 @@ std::string ChildSupervisor::LogOf(absl::string_view name) const {
                       absl::StrReplaceAll(name, {{"/", "-"}}), ".log");
 }
 
-std::optional<size_t> ChildSupervisor::Spawn(std::string name,
-                                             std::string path,
+std::optional<size_t> ChildSupervisor::Spawn(std::string name, std::string path,
                                              std::vector<std::string> argv,
                                              ChildRole role) {
   ChildSpec spec;
@@ -55,7 +54,7 @@ std::optional<size_t> ChildSupervisor::Spawn(std::string name,
   absl::StatusOr<size_t> index = group_->Spawn(spec);
   if (!index.ok()) {
     outcome_.Fail(spec.name, std::string(index.status().message()),
-                  kExitStartFailure);
+                  process::kExitStartFailure);
     return std::nullopt;
   }
   roles_.push_back(role);
@@ -66,19 +65,20 @@ std::optional<size_t> ChildSupervisor::SpawnTern(
     const std::string& name, absl::string_view region,
     const std::vector<std::string>& args, ChildRole role) {
   if (!config_.wan_script.empty()) {
-    return Spawn(name, config_.wan_script,
-                 WanExecArgv(config_.wan_script, options_, region,
-                             config_.self, args),
-                 role);
+    return Spawn(
+        name, config_.wan_script,
+        WanExecArgv(config_.wan_script, options_, region, config_.self, args),
+        role);
   }
   std::vector<std::string> argv = {config_.self};
   argv.insert(argv.end(), args.begin(), args.end());
   return Spawn(name, kSelfExe, std::move(argv), role);
 }
 
-std::optional<ChildExit> ChildSupervisor::RunTool(
-    const std::string& name, std::vector<std::string> argv,
-    absl::Duration limit, bool interruptible) {
+std::optional<ChildExit> ChildSupervisor::RunTool(const std::string& name,
+                                                  std::vector<std::string> argv,
+                                                  absl::Duration limit,
+                                                  bool interruptible) {
   std::string path = argv.front();
   std::optional<size_t> index =
       Spawn(name, std::move(path), std::move(argv), ChildRole::kTool);
@@ -105,19 +105,19 @@ void ChildSupervisor::CheckExits() {
     if (roles_[i] == ChildRole::kTool) continue;
     const ChildExit& exit = *group_->exit(i);
     if (roles_[i] == ChildRole::kWorker && exit.success()) continue;
-    const std::string why = exit.success()
-                                ? "exited before the workers finished"
-                                : exit.Describe();
+    const std::string why =
+        exit.success() ? "exited before the workers finished" : exit.Describe();
     if (outcome_.ok()) ReportFailure(i, why);
-    outcome_.Fail(group_->name(i), why,
-                  exit.success() ? kExitStartFailure : ExitCodeFor(exit));
+    outcome_.Fail(
+        group_->name(i), why,
+        exit.success() ? process::kExitStartFailure : ExitCodeFor(exit));
   }
 }
 
 void ChildSupervisor::ReportFailure(size_t child, const std::string& why) {
   const std::string& name = group_->name(child);
-  console_.Note(absl::StrCat(name, " failed: ", why, ". Its last lines (all in ",
-                             LogOf(name), "):"));
+  console_.Note(absl::StrCat(name, " failed: ", why,
+                             ". Its last lines (all in ", LogOf(name), "):"));
   for (const std::string& line : group_->LastLines(child)) {
     console_.Note(absl::StrCat("  | ", line));
   }
@@ -145,8 +145,7 @@ void ChildSupervisor::StopAll() {
   group_->TakeExited();
 }
 
-std::vector<std::pair<std::string, std::string>> ChildSupervisor::Ends()
-    const {
+std::vector<std::pair<std::string, std::string>> ChildSupervisor::Ends() const {
   std::vector<std::pair<std::string, std::string>> ends;
   for (size_t i = 0; i < group_->size(); ++i) {
     ends.emplace_back(group_->name(i), group_->exit(i).has_value()

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/process/exit_codes.h"
 #include "tern/console.h"
 #include "tern/launch_options.h"
 #include "tern/process_group.h"
@@ -23,17 +24,10 @@
 
 namespace tern {
 
-// The job could not be started or kept going for a reason outside the
-// children's own exit codes: a shard that does not serve within
-// --start_timeout_s or ends on its own before the workers, a failed fork or
-// pipe. Transient: the same code as a worker's transient failure
-// (worker/worker_main.h).
-inline constexpr int kExitStartFailure = 128;
-
 // The exit code that a child's end gives the launcher (DESIGN section 7,
 // Kubernetes' restart policy): 0 for success, 1 for a configuration error
 // (any code below 128, e.g. 127 when exec failed), the code itself at or
-// above 128, and 128 + signal for a child killed by a signal.
+// above 128, and ExitCodeForSignal for a child killed by a signal.
 int ExitCodeFor(const ChildExit& exit);
 
 // What a child is to the run. Servers must keep running until the workers

@@ -73,7 +73,7 @@ TEST_F(ChildSupervisorTest, AServerThatEndsFailsTheRunEvenWithSuccess) {
   EXPECT_EQ(outcome_.status, RunStatus::kFailed);
   EXPECT_EQ(outcome_.failed_child, "ps/0");
   EXPECT_EQ(outcome_.failure, "exited before the workers finished");
-  EXPECT_EQ(outcome_.exit_code, kExitStartFailure);
+  EXPECT_EQ(outcome_.exit_code, process::kExitStartFailure);
 }
 
 TEST_F(ChildSupervisorTest, TheFirstFailureDecides) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/process/exit_codes.h"
 #include "tern/console.h"
 #include "tern/geo_plan.h"
 #include "tern/launch_context.h"
@@ -187,7 +188,7 @@ int RunLaunch(const LaunchOptions& requested) {
   const std::string self = ReadSelfPath();
   if (absl::Status status = PrepareRun(start, self, &run); !status.ok()) {
     console.Note(absl::StrCat("error: ", status.message()));
-    return 1;
+    return process::kExitPermanent;
   }
   outcome.out_dir = run.out_dir;
   // A closed stderr pipe must not kill the launcher (and so every child).
@@ -199,7 +200,7 @@ int RunLaunch(const LaunchOptions& requested) {
           &options, &console, &outcome);
   if (!children.ok()) {
     console.Note(absl::StrCat("error: ", children.status().message()));
-    return kExitStartFailure;
+    return process::kExitStartFailure;
   }
   run.children = children->get();
   return RunJob(run, start);

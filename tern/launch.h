@@ -61,7 +61,7 @@ void AddLaunchFlags(CLI::App* app, LaunchOptions* options);
 absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root);
 
 // ShardArgs and WorkerArgs (the children's command lines) are in
-// tern/geo_plan.h, ExitCodeFor and kExitStartFailure in
+// tern/geo_plan.h, ExitCodeFor and process::kExitStartFailure in
 // tern/child_supervisor.h; this header includes both.
 
 // "runs/20240131-235959Z".

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
+#include "common/process/exit_codes.h"
 #include "nlohmann/json.hpp"
 
 namespace tern {
@@ -203,7 +204,7 @@ void LaunchOutcome::Interrupt(int signal) {
   if (!ok()) return;
   status = RunStatus::kInterrupted;
   failure = absl::StrCat("received ", strsignal(signal));
-  exit_code = 128 + signal;
+  exit_code = process::ExitCodeForSignal(signal);
 }
 
 bool LpsChecksumsAgree(const RunReport& report) {

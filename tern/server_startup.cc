@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "common/process/exit_codes.h"
 
 namespace tern {
 namespace {
@@ -31,12 +32,12 @@ void FailUnserved(const LaunchContext& run,
   for (size_t s = 0; s < servers.size(); ++s) {
     if (ports[s] != 0) continue;
     run.console->Note(absl::StrCat(servers[s].name, " did not write ",
-                                   servers[s].port_file, " within ",
-                                   timeout_s, " s"));
+                                   servers[s].port_file, " within ", timeout_s,
+                                   " s"));
     run.outcome->Fail(
         servers[s].name,
         absl::StrCat("not serving after --start_timeout_s=", timeout_s),
-        kExitStartFailure);
+        process::kExitStartFailure);
   }
 }
 
@@ -153,13 +154,13 @@ void StartGlobalServerAndLpss(const LaunchContext& run,
                               StartedServers* started) {
   const std::string name = "global";
   const std::string port_file = PortFileOf(run.out_dir, name);
-  std::optional<std::vector<uint32_t>> gs_port = StartAndAwait(
-      run,
-      {{name, kGsRegion,
-        GlobalServerArgs(*run.options, port_file,
-                         ReportFileOf(run.out_dir, name)),
-        port_file}},
-      &started->first_tier);
+  std::optional<std::vector<uint32_t>> gs_port =
+      StartAndAwait(run,
+                    {{name, kGsRegion,
+                      GlobalServerArgs(*run.options, port_file,
+                                       ReportFileOf(run.out_dir, name)),
+                      port_file}},
+                    &started->first_tier);
   if (gs_port.has_value()) StartLpss(run, gs_port->front(), started);
 }
 
@@ -184,10 +185,9 @@ std::string PortFileOf(const std::string& out_dir, const std::string& name) {
 }
 
 bool BringUpWan(const LaunchContext& run) {
-  const std::vector<std::string> argv =
-      WanUpArgv(run.wan_script, *run.options);
-  run.console->Note(absl::StrCat("building the emulated WAN: ",
-                                 absl::StrJoin(argv, " ")));
+  const std::vector<std::string> argv = WanUpArgv(run.wan_script, *run.options);
+  run.console->Note(
+      absl::StrCat("building the emulated WAN: ", absl::StrJoin(argv, " ")));
   std::optional<ChildExit> up =
       run.children->RunTool("wan-up", argv, absl::Minutes(5), true);
   // tern-wan refuses with 2 before it makes anything (bad flags, not root,
@@ -201,7 +201,9 @@ bool BringUpWan(const LaunchContext& run) {
         up.has_value() ? up->Describe() : "did not finish within 5 min";
     run.console->Note(absl::StrCat("tern-wan up failed (", why, "); see ",
                                    run.children->LogOf("wan-up")));
-    run.outcome->Fail("wan-up", why, refused ? 1 : kExitStartFailure);
+    run.outcome->Fail(
+        "wan-up", why,
+        refused ? process::kExitPermanent : process::kExitStartFailure);
   }
   return !refused;
 }
@@ -212,10 +214,10 @@ void TakeDownWan(const LaunchContext& run) {
   std::optional<ChildExit> down =
       run.children->RunTool("wan-down", argv, absl::Minutes(2), false);
   if (down.has_value() && down->success()) return;
-  run.console->Note(absl::StrCat(
-      "warning: tern-wan down failed (",
-      down.has_value() ? down->Describe() : "did not finish",
-      "); namespaces may remain: run ", absl::StrJoin(argv, " ")));
+  run.console->Note(
+      absl::StrCat("warning: tern-wan down failed (",
+                   down.has_value() ? down->Describe() : "did not finish",
+                   "); namespaces may remain: run ", absl::StrJoin(argv, " ")));
   run.outcome->Fail("wan-down", "could not remove the emulated WAN", 1);
 }
 
