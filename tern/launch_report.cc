@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/records/json_file.h"
 #include "tern/geo_report.h"
 #include "tern/metrics_file.h"
 
@@ -104,11 +104,10 @@ int FinishRun(const LaunchContext& run, const JobTimes& times) {
   CheckReplicas(run, training, report);
   outcome.wall_s = absl::ToDoubleSeconds(absl::Now() - times.launch_start);
   const std::string summary_path = absl::StrCat(run.out_dir, "/summary.json");
-  std::ofstream summary_file(summary_path);
-  summary_file << SummaryJson(outcome, training, report);
-  summary_file.close();
-  if (!summary_file) {
-    run.console->Note(absl::StrCat("warning: could not write ", summary_path));
+  if (absl::Status status = records::WriteJsonFile(
+          summary_path, SummaryDocument(outcome, training, report));
+      !status.ok()) {
+    run.console->Note(absl::StrCat("warning: ", status.message()));
   }
   std::fputs(SummaryText(outcome, training, report).c_str(), stdout);
   std::fflush(stdout);

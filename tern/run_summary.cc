@@ -217,9 +217,9 @@ bool LpsChecksumsAgree(const RunReport& report) {
   return true;
 }
 
-std::string SummaryJson(const LaunchOutcome& outcome,
-                        const TrainingSummary& training,
-                        const RunReport& report) {
+nlohmann::ordered_json SummaryDocument(const LaunchOutcome& outcome,
+                                       const TrainingSummary& training,
+                                       const RunReport& report) {
   Json children = Json::array();
   for (const auto& [name, exit] : outcome.children) {
     children.push_back({{"name", name}, {"exit", exit}});
@@ -261,8 +261,17 @@ std::string SummaryJson(const LaunchOutcome& outcome,
       {"job_wall_s", Number(report.job_wall_s)},
       {"geo", GeoJson(report)},
   };
-  // Invalid UTF-8 (a child's odd name) is replaced, never thrown.
-  return json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return json;
+}
+
+std::string SummaryJson(const LaunchOutcome& outcome,
+                        const TrainingSummary& training,
+                        const RunReport& report) {
+  // Invalid UTF-8 (a child's odd name) is replaced, never thrown, as
+  // records::WriteJsonFile does.
+  return SummaryDocument(outcome, training, report)
+             .dump(2, ' ', false, Json::error_handler_t::replace) +
+         "\n";
 }
 
 std::string SummaryText(const LaunchOutcome& outcome,

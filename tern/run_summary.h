@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "tern/metrics_file.h"
 
 namespace tern {
@@ -116,7 +117,13 @@ struct RunReport {
 // True when every LPS reported a final checksum and they are all equal.
 bool LpsChecksumsAgree(const RunReport& report);
 
-// OUT/summary.json: one JSON object (keys in a fixed order).
+// OUT/summary.json: one JSON object (keys in a fixed order), written with
+// common/records' WriteJsonFile.
+nlohmann::ordered_json SummaryDocument(const LaunchOutcome& outcome,
+                                       const TrainingSummary& training,
+                                       const RunReport& report = RunReport());
+
+// SummaryDocument as the file's text.
 std::string SummaryJson(const LaunchOutcome& outcome,
                         const TrainingSummary& training,
                         const RunReport& report = RunReport());
