@@ -319,10 +319,13 @@ def interpolate(value):
     return re.sub(r"\$\{(\w+)(?::?-([^}]*))?\}", lambda m: m.group(2) or "", value)
 
 
-def check_compose(path, flags):
-    problems = []
+def load_compose(path):
     with open(path) as f:
-        compose = yaml.safe_load(f)  # resolves the << merge keys
+        return yaml.safe_load(f)  # resolves the << merge keys
+
+
+def check_compose(path, compose, flags):
+    problems = []
     for name, service in (compose.get("services") or {}).items():
         entrypoint = service.get("entrypoint") or ["tern"]
         argv = entrypoint + [str(a) for a in service.get("command") or []]
@@ -428,6 +431,26 @@ def breakages():
     ]
 
 
+def compose_breakages():
+    """(what, compose file, mutate(compose), text the report must contain)."""
+    def bad_env(compose):
+        compose["services"]["worker-0"]["environment"]["TERN_BATCHSIZE"] = "32"
+
+    def bad_role(compose):
+        compose["services"]["ps-0"]["command"] = ["shard"]
+
+    def bad_ps(compose):
+        compose["services"]["lps-0"]["environment"]["TERN_GLOBAL"] = "gs:50060"
+
+    return [
+        ("a compose variable that is no flag", "local.yaml", bad_env,
+         "TERN_BATCHSIZE is not a flag of `tern worker`"),
+        ("a compose command that is no role", "local.yaml", bad_role,
+         "`tern shard` is not a role"),
+        ("a compose --global naming no service", "geo.yaml", bad_ps, "names gs, no service"),
+    ]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tern", required=True)
@@ -450,7 +473,8 @@ def main():
     compose_dir = os.path.join(args.deploy, "compose")
     for name in sorted(os.listdir(compose_dir)):
         if name.endswith(".yaml"):
-            found = check_compose(os.path.join(compose_dir, name), flags)
+            path = os.path.join(compose_dir, name)
+            found = check_compose(path, load_compose(path), flags)
             print(f"compose {name}: {len(found)} problems")
             problems += found
     for p in problems:
@@ -464,6 +488,13 @@ def main():
             docs = copy.deepcopy(rendered[overlay])
             mutate(docs)
             found = check_overlay(Overlay(overlay, docs, flags))
+            hit = [p for p in found if expected in p]
+            print(f"self-test: {what}: " + (f"caught: {hit[0]}" if hit else f"MISSED (got {found})"))
+            missed += not hit
+        for what, name, mutate, expected in compose_breakages():
+            compose = load_compose(os.path.join(compose_dir, name))
+            mutate(compose)
+            found = check_compose(name, compose, flags)
             hit = [p for p in found if expected in p]
             print(f"self-test: {what}: " + (f"caught: {hit[0]}" if hit else f"MISSED (got {found})"))
             missed += not hit
