@@ -1,0 +1,110 @@
+// GradientSynchronizer's side of the GS's answers: decoding and checking an
+// answer, applying it, and when the GS's silence must hold the workers.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
+#include "kernels/payload.h"
+#include "server/gradient_synchronizer.h"
+
+namespace tern::server {
+
+absl::StatusOr<const kernels::Codec*> GradientSynchronizer::AnswerCodec(
+    kernels::CodecId id) const {
+  const auto it = answer_codecs_.find(id);
+  if (it == answer_codecs_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("codec %s; answers are fp32, fp16, terngrad or int8",
+                        kernels::CodecName(id)));
+  }
+  return it->second.get();
+}
+
+absl::Status GradientSynchronizer::ApplyAnswer(
+    uint64_t round, absl::Span<const ChunkPayload> average) {
+  if (waiting_.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "an answer to round %d, but no round waits for one", round));
+  }
+  const WaitingRound& waiting = waiting_.front();
+  if (round != waiting.round) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("an answer to round %d, but round %d waits for its "
+                        "answer first",
+                        round, waiting.round));
+  }
+  // Decode and check everything before anything changes.
+  std::vector<std::pair<size_t, std::vector<float>>> decoded;
+  absl::flat_hash_set<uint32_t> seen;
+  for (const ChunkPayload& chunk : average) {
+    const auto it = index_.find(chunk.chunk_key);
+    if (it == index_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("answer to round %d has chunk %d, which is not on "
+                          "this LPS shard",
+                          round, chunk.chunk_key));
+    }
+    if (!seen.insert(chunk.chunk_key).second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "answer to round %d has chunk %d twice", round, chunk.chunk_key));
+    }
+    absl::StatusOr<const kernels::Codec*> codec =
+        AnswerCodec(chunk.payload.codec);
+    std::vector<float> values(chunks_[it->second].last_weights.size());
+    absl::Status status =
+        codec.ok() ? (*codec)->Decode(chunk.payload, absl::MakeSpan(values))
+                   : codec.status();
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("answer to round %d, chunk %d: %s", round,
+                          chunk.chunk_key, status.message()));
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("answer to round %d, chunk %d has %g at element "
+                            "%d",
+                            round, chunk.chunk_key, values[i], i));
+      }
+    }
+    decoded.emplace_back(it->second, std::move(values));
+  }
+  for (const auto& [key, sent] : waiting.sent_updates) {
+    if (!seen.contains(key)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "chunk %d was sent in round %d but the answer lacks it", key, round));
+    }
+  }
+
+  for (const auto& [index, answer] : decoded) {
+    ChunkSync& chunk = chunks_[index];
+    const absl::Span<float> weights = *state_->MutableWeights(chunk.key);
+    const auto sent_it = waiting.sent_updates.find(chunk.key);
+    const float* sent = sent_it == waiting.sent_updates.end()
+                            ? nullptr
+                            : sent_it->second.data();
+    for (size_t i = 0; i < answer.size(); ++i) {
+      // W += A - U_sent, written as W_last + A + (what stays in U): when
+      // everything was sent exactly (fp32), the residual is exactly 0 and
+      // every data center lands on the same bits, W = W_last + A.
+      const float residual =
+          (weights[i] - chunk.last_weights[i]) - (sent ? sent[i] : 0.0f);
+      chunk.last_weights[i] += answer[i];
+      weights[i] = chunk.last_weights[i] + residual;
+    }
+  }
+  waiting_.pop_front();
+  last_answer_time_ = options_.clock();
+  return absl::OkStatus();
+}
+
+bool GradientSynchronizer::MustHold(absl::Time now) const {
+  if (waiting_.empty()) return false;
+  const absl::Time since = std::max(waiting_.front().sent, last_answer_time_);
+  return now - since >= options_.sync_timeout;
+}
+
+}  // namespace tern::server
