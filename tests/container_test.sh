@@ -12,9 +12,10 @@
 #      shaped with tbf): every worker exits 0 and ends with its LPS's final
 #      checksum, the same in both regions;
 #   4. tears down containers, volumes and networks, also on failure.
-# Needs root and a working podman (deploy/install-deps.sh installs it, and
-# deploy/containers.conf adapts it to hosts like CI's); otherwise prints
-# "SKIPPED: <reason>" and passes.
+# Needs root and podman (deploy/install-deps.sh installs it, and
+# deploy/containers.conf adapts it to hosts like CI's): without root or
+# podman it prints "SKIPPED: <reason>" and passes; a podman that is
+# installed but cannot run fails it.
 #
 # Usage: container_test.sh <tern binary> <deploy folder>
 set -euo pipefail
@@ -40,13 +41,17 @@ elapsed() { echo $(($(date +%s) - START)); }
 command -v podman >/dev/null || skip "podman is not installed (deploy/install-deps.sh)"
 command -v podman-compose >/dev/null || skip "podman-compose is not installed (deploy/install-deps.sh)"
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$DEPLOY/containers.conf}
-podman info >/dev/null 2>&1 || skip "podman cannot run here: $(podman info 2>&1 | tail -n 1)"
+# Installed but broken is a failure, not a skip: the project's machines run
+# podman as root (deploy/containers.conf adapts it), so CI must not turn
+# green without running the containers.
+podman info >/dev/null 2>&1 || fail "podman is installed but cannot run here: $(podman info 2>&1 | tail -n 1)"
 
 # The compose files, their settings and the run's output in one folder.
 WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/tern-ct.XXXXXX")
 cp -rL "$DEPLOY/compose" "$WORK/compose"
 rm -f "$WORK/compose/.env"  # every setting below is explicit
 PROJECTS=()
+lps_sums=()
 
 teardown() {
   local project
@@ -190,11 +195,15 @@ log=$(podman logs "$(container "$GEO" global)" 2>&1)
 podman stop -t 20 "${servers[@]}" >/dev/null 2>&1
 expect_exit_0 "${servers[@]}"
 
-lps_checksums=$(for d in 0 1; do
+# Each LPS must have logged its own final checksum: one missing would
+# otherwise leave the other's alone to "agree".
+for d in 0 1; do
   log=$(podman logs "$(container "$GEO" "lps-$d")" 2>&1)
-  grep -o 'final synchronization done.*final checksum 0x[0-9a-f]*' <<<"$log" |
-    grep -o '0x[0-9a-f]*$' || true
-done | sort -u)
+  sum=$(grep -o 'final synchronization done.*final checksum 0x[0-9a-f]*' <<<"$log" |
+    grep -o '0x[0-9a-f]*$' | tail -n 1) || fail "geo.yaml: lps-$d logged no final checksum"
+  lps_sums+=("$sum")
+done
+lps_checksums=$(printf '%s\n' "${lps_sums[@]}" | sort -u)
 [[ $(echo "$lps_checksums" | wc -l) -eq 1 && "$lps_checksums" == 0x* ]] ||
   fail "geo.yaml: the LPSs end with checksums '$lps_checksums'"
 runs=$(podman volume inspect --format '{{.Mountpoint}}' "${GEO}_runs")
