@@ -16,6 +16,16 @@ inline constexpr int kExitPermanent = 1;
 // succeed. Every code >= 128 is transient; this is the one we choose.
 inline constexpr int kExitTransient = 128;
 
+// `tern launch`: the job could not be started or kept going for a reason
+// outside the children's own exit codes (a shard that does not serve within
+// --start_timeout_s or ends on its own before the workers, a failed fork or
+// pipe). Transient, like a worker's transient failure.
+inline constexpr int kExitStartFailure = kExitTransient;
+
+// The shell's convention for a process ended by `signal` (SIGTERM: 143);
+// >= 128, so transient.
+inline constexpr int ExitCodeForSignal(int signal) { return 128 + signal; }
+
 // `tern health`: the server answered, but not SERVING, or did not answer
 // in time. 1, as Docker's HEALTHCHECK expects (Kubernetes' exec probes take
 // any non-zero code).
