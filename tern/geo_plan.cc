@@ -26,26 +26,26 @@ absl::string_view CodecOf(GeoMode mode) {
 
 LaunchOptions ResolveLaunchOptions(const LaunchOptions& options) {
   LaunchOptions resolved = options;
-  const absl::StatusOr<GeoMode> mode = ParseGeoMode(options.geo.mode);
-  if (!mode.ok() || *mode == GeoMode::kNone) return resolved;
+  const GeoMode mode = options.geo.mode;
+  if (mode == GeoMode::kNone) return resolved;
   resolved.workers = options.geo.datacenters * options.geo.workers_per_dc;
-  if (!UsesLps(*mode)) {
-    resolved.worker_args.push_back(absl::StrCat("--codec=", CodecOf(*mode)));
+  if (!UsesLps(mode)) {
+    resolved.worker_args.push_back(absl::StrCat("--codec=", CodecOf(mode)));
   }
   return resolved;
 }
 
 WorkerPlacement PlaceWorker(const LaunchOptions& resolved, uint32_t worker) {
   WorkerPlacement placement;
-  const absl::StatusOr<GeoMode> mode = ParseGeoMode(resolved.geo.mode);
-  if (!mode.ok() || *mode == GeoMode::kNone) {
+  const GeoMode mode = resolved.geo.mode;
+  if (mode == GeoMode::kNone) {
     placement.worker_id = worker;
     placement.num_workers = resolved.workers;
     return placement;
   }
   const uint32_t per_dc = resolved.geo.workers_per_dc;
   placement.datacenter = worker / per_dc;
-  if (UsesLps(*mode)) {
+  if (UsesLps(mode)) {
     placement.worker_id = worker % per_dc;
     placement.num_workers = per_dc;
   } else {
@@ -141,7 +141,7 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
   const GeoOptions& geo = resolved.geo;
   std::vector<std::string> args = {
       "ps",
-      absl::StrCat("--mode=", geo.mode),
+      absl::StrCat("--mode=", GeoModeName(geo.mode)),
       absl::StrCat("--listen=",
                    ListenAddress(geo.emulate_wan, DcRegion(datacenter))),
       absl::StrCat("--port_file=", port_file),
@@ -157,7 +157,7 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
   }
   // gaia's LPS sends fp32 weights (DESIGN section 4), whatever its default.
   const std::string weight_codec =
-      geo.mode == "gaia" ? std::string("fp32") : geo.weight_codec;
+      geo.mode == GeoMode::kGaia ? std::string("fp32") : geo.weight_codec;
   if (!weight_codec.empty()) {
     args.push_back(absl::StrCat("--weight_codec=", weight_codec));
   }
@@ -167,7 +167,8 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
 
 std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
                                        uint32_t worker) {
-  const bool geo = !options.geo.mode.empty() && options.geo.workers_per_dc > 0;
+  const bool geo =
+      options.geo.mode != GeoMode::kNone && options.geo.workers_per_dc > 0;
   const bool evaluates =
       geo ? worker % options.geo.workers_per_dc == 0 : worker == 0;
   std::vector<std::string> flags;
@@ -187,7 +188,7 @@ std::vector<std::string> LpsWorkerArgs(const LaunchOptions& resolved,
   std::vector<std::string> args = {"worker"};
   const std::vector<std::string> flags = WorkerFlagsOf(resolved, worker);
   args.insert(args.end(), flags.begin(), flags.end());
-  args.push_back(absl::StrCat("--mode=", resolved.geo.mode));
+  args.push_back(absl::StrCat("--mode=", GeoModeName(resolved.geo.mode)));
   args.push_back(absl::StrCat("--ps=", lps_address));
   args.push_back(absl::StrCat("--num_workers=", placement.num_workers));
   args.push_back(absl::StrCat("--worker_id=", placement.worker_id));

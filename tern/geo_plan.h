@@ -30,17 +30,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tern/geo_mode.h"
 #include "tern/launch_options.h"
 
 namespace tern {
-
-enum class GeoMode { kNone, kBaseline, kTerngrad, kGaia, kWeightgrad };
-
-// "" is kNone. INVALID_ARGUMENT naming --geo otherwise.
-absl::StatusOr<GeoMode> ParseGeoMode(absl::string_view text);
-
-// gaia and weightgrad: a global server and one LPS per data center.
-bool UsesLps(GeoMode mode);
 
 // Checks the geo flags and their combinations with the others (e.g.
 // --workers with --geo, --codec with --geo, --sync_every with baseline,

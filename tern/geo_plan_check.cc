@@ -1,5 +1,5 @@
-// The geo flags' checks (ValidateGeoOptions) and the --geo mode's name
-// (ParseGeoMode): what tern launch refuses before it plans any process.
+// The geo flags' checks (ValidateGeoOptions): what tern launch refuses
+// before it plans any process.
 #include "tern/geo_plan.h"
 
 #include <algorithm>
@@ -38,22 +38,6 @@ bool WorkerFlagGiven(const LaunchOptions& options, absl::string_view flag) {
   return std::any_of(
       options.worker_args.begin(), options.worker_args.end(),
       [&](const std::string& arg) { return absl::StartsWith(arg, prefix); });
-}
-
-absl::string_view ModeName(GeoMode mode) {
-  switch (mode) {
-    case GeoMode::kBaseline:
-      return "baseline";
-    case GeoMode::kTerngrad:
-      return "terngrad";
-    case GeoMode::kGaia:
-      return "gaia";
-    case GeoMode::kWeightgrad:
-      return "weightgrad";
-    case GeoMode::kNone:
-      break;
-  }
-  return "";
 }
 
 // The flags of the modes with LPSs (gaia, weightgrad), or their absence in
@@ -131,26 +115,15 @@ absl::Status ValidateWanFlags(const LaunchOptions& options, bool is_root) {
 
 }  // namespace
 
-absl::StatusOr<GeoMode> ParseGeoMode(absl::string_view text) {
-  if (text.empty()) return GeoMode::kNone;
-  for (GeoMode mode : {GeoMode::kBaseline, GeoMode::kTerngrad, GeoMode::kGaia,
-                       GeoMode::kWeightgrad}) {
-    if (text == ModeName(mode)) return mode;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--geo: '", text,
-                   "' is not one of baseline, terngrad, gaia, weightgrad"));
-}
-
-bool UsesLps(GeoMode mode) {
-  return mode == GeoMode::kGaia || mode == GeoMode::kWeightgrad;
-}
-
 absl::Status ValidateGeoOptions(const LaunchOptions& options, bool is_root) {
-  absl::StatusOr<GeoMode> mode = ParseGeoMode(options.geo.mode);
-  if (!mode.ok()) return mode.status();
   const GeoOptions& geo = options.geo;
-  if (*mode == GeoMode::kNone) {
+  const GeoMode mode = geo.mode;
+  if (!IsKnownGeoMode(mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--geo: ", static_cast<int>(mode), " is not one of ",
+                     GeoModeNames()));
+  }
+  if (mode == GeoMode::kNone) {
     for (const char* flag : kGeoOnlyFlags) {
       if (Given(options, flag)) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -166,9 +139,9 @@ absl::Status ValidateGeoOptions(const LaunchOptions& options, bool is_root) {
       }
     }
   }
-  if (*mode == GeoMode::kNone) return absl::OkStatus();
+  if (mode == GeoMode::kNone) return absl::OkStatus();
 
-  const std::string with = absl::StrCat("--geo=", ModeName(*mode));
+  const std::string with = absl::StrCat("--geo=", GeoModeName(mode));
   if (Given(options, "workers")) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers does not apply with ", with,
@@ -192,7 +165,7 @@ absl::Status ValidateGeoOptions(const LaunchOptions& options, bool is_root) {
         " with --datacenters=", geo.datacenters,
         ": need 1 <= datacenters x workers_per_dc <= ", kMaxWorkers));
   }
-  if (absl::Status status = ValidateLpsFlags(options, *mode, with);
+  if (absl::Status status = ValidateLpsFlags(options, mode, with);
       !status.ok()) {
     return status;
   }

@@ -21,7 +21,7 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 // A geo run's options as the flags would leave them.
-LaunchOptions Geo(const std::string& mode, uint32_t k, uint32_t w,
+LaunchOptions Geo(GeoMode mode, uint32_t k, uint32_t w,
                   std::vector<std::string> given = {}) {
   LaunchOptions options;
   options.geo.mode = mode;
@@ -43,30 +43,24 @@ void ExpectInvalid(const LaunchOptions& options, const std::string& flag,
   EXPECT_THAT(status.message(), HasSubstr(flag));
 }
 
-TEST(ParseGeoModeTest, KnownModesAndEmpty) {
-  EXPECT_EQ(*ParseGeoMode(""), GeoMode::kNone);
-  EXPECT_EQ(*ParseGeoMode("baseline"), GeoMode::kBaseline);
-  EXPECT_EQ(*ParseGeoMode("terngrad"), GeoMode::kTerngrad);
-  EXPECT_EQ(*ParseGeoMode("gaia"), GeoMode::kGaia);
-  EXPECT_EQ(*ParseGeoMode("weightgrad"), GeoMode::kWeightgrad);
-  EXPECT_THAT(ParseGeoMode("Gaia").status().message(), HasSubstr("--geo"));
-  EXPECT_FALSE(UsesLps(GeoMode::kBaseline));
-  EXPECT_FALSE(UsesLps(GeoMode::kTerngrad));
-  EXPECT_TRUE(UsesLps(GeoMode::kGaia));
-  EXPECT_TRUE(UsesLps(GeoMode::kWeightgrad));
-}
-
 TEST(ValidateGeoOptionsTest, AcceptsEachModeAndAPlainLaunch) {
   LaunchOptions plain;
   EXPECT_TRUE(ValidateGeoOptions(plain, /*is_root=*/false).ok());
-  for (const char* mode : {"baseline", "terngrad", "gaia", "weightgrad"}) {
-    SCOPED_TRACE(mode);
+  for (const GeoMode mode : {GeoMode::kBaseline, GeoMode::kTerngrad,
+                             GeoMode::kGaia, GeoMode::kWeightgrad}) {
+    SCOPED_TRACE(std::string(GeoModeName(mode)));
     EXPECT_TRUE(ValidateGeoOptions(Geo(mode, 3, 2), false).ok());
     LaunchOptions wan = Geo(mode, 3, 2, {"emulate_wan", "wan_mbit"});
     wan.geo.emulate_wan = true;
     wan.geo.wan_mbit = 100;
     EXPECT_TRUE(ValidateGeoOptions(wan, /*is_root=*/true).ok());
   }
+}
+
+// Options filled by code rather than by the flags can hold any number.
+TEST(ValidateGeoOptionsTest, RefusesAModeThatIsNoEnumerator) {
+  ExpectInvalid(Geo(static_cast<GeoMode>(9), 2, 2),
+                "--geo: 9 is not one of baseline, terngrad, gaia, weightgrad");
 }
 
 TEST(ValidateGeoOptionsTest, GeoFlagsNeedGeo) {
@@ -83,52 +77,52 @@ TEST(ValidateGeoOptionsTest, GeoFlagsNeedGeo) {
 TEST(ValidateGeoOptionsTest, WanFlagsNeedEmulateWan) {
   for (const char* flag : {"wan_mbit", "wan_script", "wan_prefix"}) {
     SCOPED_TRACE(flag);
-    ExpectInvalid(Geo("baseline", 2, 1, {flag}),
+    ExpectInvalid(Geo(GeoMode::kBaseline, 2, 1, {flag}),
                   absl::StrCat("--", flag, " needs --emulate_wan"));
   }
 }
 
 TEST(ValidateGeoOptionsTest, EmulateWanNeedsRoot) {
-  LaunchOptions options = Geo("terngrad", 2, 1, {"emulate_wan"});
+  LaunchOptions options = Geo(GeoMode::kTerngrad, 2, 1, {"emulate_wan"});
   options.geo.emulate_wan = true;
   ExpectInvalid(options, "--emulate_wan needs root", /*is_root=*/false);
   EXPECT_TRUE(ValidateGeoOptions(options, /*is_root=*/true).ok());
 }
 
 TEST(ValidateGeoOptionsTest, RefusesWhatTheModeDecides) {
-  ExpectInvalid(Geo("baseline", 2, 2, {"workers"}), "--workers");
-  LaunchOptions codec = Geo("terngrad", 2, 2);
+  ExpectInvalid(Geo(GeoMode::kBaseline, 2, 2, {"workers"}), "--workers");
+  LaunchOptions codec = Geo(GeoMode::kTerngrad, 2, 2);
   codec.worker_args.push_back("--codec=fp16");
   ExpectInvalid(codec, "--codec");
   for (const char* flag :
        {"sync_every", "weight_codec", "t_global_s", "max_lag"}) {
     SCOPED_TRACE(flag);
-    ExpectInvalid(Geo("baseline", 2, 2, {flag}),
+    ExpectInvalid(Geo(GeoMode::kBaseline, 2, 2, {flag}),
                   absl::StrCat("--", flag, " does not apply"));
   }
-  LaunchOptions shards = Geo("weightgrad", 2, 2, {"shards"});
+  LaunchOptions shards = Geo(GeoMode::kWeightgrad, 2, 2, {"shards"});
   shards.shards = 2;
   ExpectInvalid(shards, "--shards=2");
-  LaunchOptions gaia_weights = Geo("gaia", 2, 2, {"weight_codec"});
+  LaunchOptions gaia_weights = Geo(GeoMode::kGaia, 2, 2, {"weight_codec"});
   gaia_weights.geo.weight_codec = "ternary";
   ExpectInvalid(gaia_weights, "--weight_codec=ternary");
-  LaunchOptions sync = Geo("weightgrad", 2, 2, {"sync_every"});
+  LaunchOptions sync = Geo(GeoMode::kWeightgrad, 2, 2, {"sync_every"});
   sync.geo.sync_every = 0;
   ExpectInvalid(sync, "--sync_every");
 }
 
 TEST(ValidateGeoOptionsTest, Sizes) {
-  ExpectInvalid(Geo("gaia", 0, 2), "--datacenters=0");
-  ExpectInvalid(Geo("gaia", 257, 1), "--datacenters=257");
-  ExpectInvalid(Geo("gaia", 2, 0), "--workers_per_dc=0");
-  ExpectInvalid(Geo("gaia", 32, 33), "--workers_per_dc=33");
-  EXPECT_TRUE(ValidateGeoOptions(Geo("gaia", 32, 32), false).ok());
-  EXPECT_TRUE(ValidateGeoOptions(Geo("gaia", 1, 1), false).ok());
-  EXPECT_TRUE(ValidateGeoOptions(Geo("baseline", 256, 4), false).ok());
+  ExpectInvalid(Geo(GeoMode::kGaia, 0, 2), "--datacenters=0");
+  ExpectInvalid(Geo(GeoMode::kGaia, 257, 1), "--datacenters=257");
+  ExpectInvalid(Geo(GeoMode::kGaia, 2, 0), "--workers_per_dc=0");
+  ExpectInvalid(Geo(GeoMode::kGaia, 32, 33), "--workers_per_dc=33");
+  EXPECT_TRUE(ValidateGeoOptions(Geo(GeoMode::kGaia, 32, 32), false).ok());
+  EXPECT_TRUE(ValidateGeoOptions(Geo(GeoMode::kGaia, 1, 1), false).ok());
+  EXPECT_TRUE(ValidateGeoOptions(Geo(GeoMode::kBaseline, 256, 4), false).ok());
 }
 
 TEST(ValidateGeoOptionsTest, WanPrefixAndRate) {
-  LaunchOptions options = Geo("gaia", 2, 1, {"emulate_wan", "wan_prefix"});
+  LaunchOptions options = Geo(GeoMode::kGaia, 2, 1, {"emulate_wan", "wan_prefix"});
   options.geo.emulate_wan = true;
   for (const char* bad : {"", "a b", "x/y", "seventeen-chars-x"}) {
     SCOPED_TRACE(bad);
@@ -143,14 +137,14 @@ TEST(ValidateGeoOptionsTest, WanPrefixAndRate) {
 }
 
 TEST(ResolveLaunchOptionsTest, BaselineAndTerngradSetTheCodecAndTheCount) {
-  const LaunchOptions baseline = ResolveLaunchOptions(Geo("baseline", 3, 2));
+  const LaunchOptions baseline = ResolveLaunchOptions(Geo(GeoMode::kBaseline, 3, 2));
   EXPECT_EQ(baseline.workers, 6u);
   EXPECT_THAT(baseline.worker_args,
               ElementsAre("--model=lenet", "--steps=20", "--codec=fp32"));
-  const LaunchOptions terngrad = ResolveLaunchOptions(Geo("terngrad", 3, 2));
+  const LaunchOptions terngrad = ResolveLaunchOptions(Geo(GeoMode::kTerngrad, 3, 2));
   EXPECT_THAT(terngrad.worker_args,
               ElementsAre("--model=lenet", "--steps=20", "--codec=terngrad"));
-  const LaunchOptions gaia = ResolveLaunchOptions(Geo("gaia", 3, 2));
+  const LaunchOptions gaia = ResolveLaunchOptions(Geo(GeoMode::kGaia, 3, 2));
   EXPECT_EQ(gaia.workers, 6u);
   EXPECT_THAT(gaia.worker_args, ElementsAre("--model=lenet", "--steps=20"));
   LaunchOptions plain;
@@ -163,8 +157,8 @@ TEST(ResolveLaunchOptionsTest, BaselineAndTerngradSetTheCodecAndTheCount) {
 TEST(PlaceWorkerTest, GlobalForShardsLocalForAnLps) {
   for (uint32_t k : {1u, 2u, 3u}) {
     for (uint32_t w : {1u, 2u, 5u}) {
-      const LaunchOptions shards = ResolveLaunchOptions(Geo("terngrad", k, w));
-      const LaunchOptions lps = ResolveLaunchOptions(Geo("weightgrad", k, w));
+      const LaunchOptions shards = ResolveLaunchOptions(Geo(GeoMode::kTerngrad, k, w));
+      const LaunchOptions lps = ResolveLaunchOptions(Geo(GeoMode::kWeightgrad, k, w));
       for (uint32_t g = 0; g < k * w; ++g) {
         SCOPED_TRACE(absl::StrCat(k, "x", w, " worker ", g));
         const WorkerPlacement a = PlaceWorker(shards, g);
@@ -205,7 +199,7 @@ TEST(CommandLineTest, ReportFilesAreNamedAfterTheServer) {
 }
 
 TEST(CommandLineTest, GlobalServer) {
-  LaunchOptions options = Geo("weightgrad", 3, 2);
+  LaunchOptions options = Geo(GeoMode::kWeightgrad, 3, 2);
   EXPECT_THAT(
       GlobalServerArgs(ResolveLaunchOptions(options), "/o/g.port", "/o/g.json"),
       ElementsAre("global", "--listen=127.0.0.1:0", "--port_file=/o/g.port",
@@ -223,7 +217,7 @@ TEST(CommandLineTest, GlobalServer) {
 }
 
 TEST(CommandLineTest, LpsOfEachMode) {
-  LaunchOptions weightgrad = Geo("weightgrad", 3, 2);
+  LaunchOptions weightgrad = Geo(GeoMode::kWeightgrad, 3, 2);
   EXPECT_THAT(
       LpsArgs(ResolveLaunchOptions(weightgrad), 2, "10.77.2.1:7000", "/o/l", "/o/r"),
       ElementsAre("ps", "--mode=weightgrad", "--listen=127.0.0.1:0",
@@ -239,7 +233,7 @@ TEST(CommandLineTest, LpsOfEachMode) {
                   "--num_workers=2", "--global=127.0.0.1:7000",
                   "--datacenter=0", "--num_datacenters=3", "--sync_every=5",
                   "--weight_codec=int8", "--log_level=warn"));
-  const LaunchOptions gaia = Geo("gaia", 2, 4);
+  const LaunchOptions gaia = Geo(GeoMode::kGaia, 2, 4);
   EXPECT_THAT(
       LpsArgs(ResolveLaunchOptions(gaia), 1, "127.0.0.1:7000", "/o/l", "/o/r"),
       ElementsAre("ps", "--mode=gaia", "--listen=127.0.0.1:0",
@@ -250,7 +244,7 @@ TEST(CommandLineTest, LpsOfEachMode) {
 }
 
 TEST(CommandLineTest, LpsWorkersAreNumberedInsideTheirDataCenter) {
-  const LaunchOptions options = ResolveLaunchOptions(Geo("gaia", 3, 2));
+  const LaunchOptions options = ResolveLaunchOptions(Geo(GeoMode::kGaia, 3, 2));
   EXPECT_THAT(
       LpsWorkerArgs(options, 5, "127.0.0.1:7002", "/o/worker-5.jsonl"),
       ElementsAre("worker", "--model=lenet", "--steps=20", "--eval_every=0",
@@ -262,7 +256,7 @@ TEST(CommandLineTest, LpsWorkersAreNumberedInsideTheirDataCenter) {
 }
 
 TEST(CommandLineTest, TheFirstWorkerOfEachDataCenterEvaluates) {
-  LaunchOptions options = Geo("weightgrad", 3, 2);
+  LaunchOptions options = Geo(GeoMode::kWeightgrad, 3, 2);
   options.worker_args = {"--eval_every=50", "--model=lenet"};
   for (const uint32_t worker : {0u, 2u, 4u}) {
     EXPECT_THAT(WorkerFlagsOf(options, worker),
@@ -281,7 +275,7 @@ TEST(CommandLineTest, TheFirstWorkerOfEachDataCenterEvaluates) {
 }
 
 TEST(CommandLineTest, TernWan) {
-  LaunchOptions options = Geo("baseline", 3, 2);
+  LaunchOptions options = Geo(GeoMode::kBaseline, 3, 2);
   options.geo.wan_prefix = "t9-";
   EXPECT_THAT(WanUpArgv("/s/tern-wan", options),
               ElementsAre("/s/tern-wan", "up", "--datacenters", "3", "--prefix",

@@ -156,7 +156,7 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root) {
   const WorkerPlacement placement = PlaceWorker(resolved, 0);
   worker::WorkerOptions as_worker = resolved.job;
   as_worker.ps.assign(
-      UsesLps(*ParseGeoMode(resolved.geo.mode)) ? 1 : resolved.shards,
+      UsesLps(resolved.geo.mode) ? 1 : resolved.shards,
       "127.0.0.1:1");
   as_worker.num_workers = placement.num_workers;
   as_worker.worker_id = placement.worker_id;
@@ -175,8 +175,7 @@ int RunLaunch(const LaunchOptions& requested) {
                   absl::Seconds(options.progress_every_s));
   LaunchContext run;
   run.options = &options;
-  // ValidateLaunchOptions has accepted the mode.
-  run.mode = ParseGeoMode(options.geo.mode).value_or(GeoMode::kNone);
+  run.mode = options.geo.mode;
   run.console = &console;
   LaunchOutcome outcome;
   outcome.shards =

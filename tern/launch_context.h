@@ -17,7 +17,7 @@ namespace tern {
 // run.
 struct LaunchContext {
   const LaunchOptions* options = nullptr;  // resolved (ResolveLaunchOptions)
-  GeoMode mode = GeoMode::kNone;
+  GeoMode mode = GeoMode::kNone;  // options->geo.mode
   std::string out_dir;
   std::string wan_script;  // "" unless --emulate_wan
   Console* console = nullptr;

@@ -9,6 +9,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags/flags.h"
+#include "tern/geo_mode.h"
 #include "tern/launch.h"
 #include "worker/worker_flags.h"
 
@@ -140,8 +142,9 @@ void AddGeoFlags(CLI::App* app, GeoOptions* geo,
            "workers: baseline (fp32 shards in the GS's region for all), "
            "terngrad (the same, ternary), gaia or weightgrad (tern global + "
            "one LPS per data center); empty: a plain local cluster")
-      ->check(
-          CLI::IsMember({"", "baseline", "terngrad", "gaia", "weightgrad"}));
+      ->transform(flags::EnumName<GeoMode>(ParseGeoMode, &GeoModeNames,
+                                           "{" + GeoModeNames() + "}"))
+      ->default_str(std::string(GeoModeName(geo->mode)));
   geo_flag("datacenters", &geo->datacenters, "--geo: data centers (K)")
       ->check(CLI::Range(1u, 256u));
   geo_flag("workers_per_dc", &geo->workers_per_dc,

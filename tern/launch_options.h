@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/geo_mode.h"
 #include "worker/worker_options.h"
 
 namespace tern {
@@ -16,8 +17,8 @@ namespace tern {
 // --geo: K data centers of W workers each, trained one of four ways so that
 // the four can be compared on the same benchmark (DESIGN.md section 4).
 struct GeoOptions {
-  // "" (not a geo run), "baseline", "terngrad", "gaia" or "weightgrad".
-  std::string mode;
+  // kNone: not a geo run (--geo empty or not given).
+  GeoMode mode = GeoMode::kNone;
   uint32_t datacenters = 2;
   uint32_t workers_per_dc = 2;
   // gaia/weightgrad: local steps per global round (0: the LPS's default).

@@ -60,7 +60,7 @@ RunReport MeasureRun(const LaunchContext& run, const JobTimes& times,
   }
   report.job_wall_s = absl::ToDoubleSeconds(times.job_end - times.job_start);
   if (!run.geo()) return report;
-  report.geo_mode = options.geo.mode;
+  report.geo_mode = std::string(GeoModeName(run.mode));
   report.datacenters = options.geo.datacenters;
   report.workers_per_dc = options.geo.workers_per_dc;
   report.emulate_wan = run.wan();

@@ -147,7 +147,7 @@ TEST_F(LaunchFlagsTest, GeoFlagsAreLaunchsOwn) {
   Parse({"--geo=weightgrad", "--datacenters", "3", "--workers_per_dc=2",
          "--sync_every=5", "--weight_codec=int8", "--steps=20",
          "--target_accuracy=0.8"});
-  EXPECT_EQ(options_.geo.mode, "weightgrad");
+  EXPECT_EQ(options_.geo.mode, GeoMode::kWeightgrad);
   EXPECT_EQ(options_.geo.datacenters, 3u);
   EXPECT_EQ(options_.geo.workers_per_dc, 2u);
   EXPECT_EQ(options_.geo.sync_every, 5u);
@@ -180,6 +180,46 @@ TEST_F(LaunchFlagsTest, GeoValidationRunsWithTheWorkerChecks) {
   options_.job.momentum = 2;
   EXPECT_THAT(ValidateLaunchOptions(options_, false).message(),
               HasSubstr("--momentum"));
+}
+
+// --geo is read into the enum once, from the command line or TERN_GEO; the
+// LPSs and their workers get the mode back by name.
+TEST_F(LaunchFlagsTest, GeoModeIsParsedOnceIntoTheEnum) {
+  Parse({});
+  EXPECT_EQ(options_.geo.mode, GeoMode::kNone);
+  Parse({"--geo", ""});
+  EXPECT_EQ(options_.geo.mode, GeoMode::kNone);
+  for (const GeoMode mode : {GeoMode::kBaseline, GeoMode::kTerngrad,
+                             GeoMode::kGaia, GeoMode::kWeightgrad}) {
+    const std::string name(GeoModeName(mode));
+    SCOPED_TRACE(name);
+    Parse({"--geo=" + name});
+    EXPECT_EQ(options_.geo.mode, mode);
+    EXPECT_THAT(options_.given_flags, ElementsAre("geo"));
+    EXPECT_THAT(options_.worker_args, IsEmpty());
+  }
+  ::setenv("TERN_GEO", "gaia", 1);
+  Parse({"--datacenters=3"});
+  ::unsetenv("TERN_GEO");
+  EXPECT_EQ(options_.geo.mode, GeoMode::kGaia);
+  EXPECT_TRUE(ValidateLaunchOptions(options_, /*is_root=*/false).ok());
+  const LaunchOptions resolved = ResolveLaunchOptions(options_);
+  EXPECT_THAT(LpsArgs(resolved, 0, "127.0.0.1:1", "/o/p", "/o/r"),
+              ::testing::Contains("--mode=gaia"));
+  EXPECT_THAT(LpsWorkerArgs(resolved, 0, "127.0.0.1:1", "/o/m"),
+              ::testing::Contains("--mode=gaia"));
+}
+
+TEST_F(LaunchFlagsTest, BadGeoModeNamesTheChoices) {
+  try {
+    Parse({"--geo=Gaia"});
+    FAIL() << "parsed";
+  } catch (const CLI::ParseError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("--geo"));
+    EXPECT_THAT(error.what(), HasSubstr("'Gaia'"));
+    EXPECT_THAT(error.what(),
+                HasSubstr("baseline, terngrad, gaia, weightgrad"));
+  }
 }
 
 TEST_F(LaunchFlagsTest, BadGeoValuesNameTheFlag) {

@@ -231,7 +231,7 @@ StartedServers StartServers(const LaunchContext& run) {
                                        options.geo.datacenters, " LPS(s)")
                         : absl::StrCat(options.shards, " shard(s)"),
       " and ", options.workers, " worker(s)",
-      run.geo() ? absl::StrCat(" (--geo=", options.geo.mode, ", ",
+      run.geo() ? absl::StrCat(" (--geo=", GeoModeName(run.mode), ", ",
                                options.geo.datacenters, " x ",
                                options.geo.workers_per_dc,
                                run.wan() ? ", emulated WAN)" : ", loopback)")
