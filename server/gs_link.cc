@@ -18,10 +18,6 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(200);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 
-bool Transient(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
-}
-
 }  // namespace
 
 GsLink::GsLink(GsLinkOptions options, LocalPs* lps, Logger logger)
@@ -88,7 +84,7 @@ absl::StatusOr<tern::v1::RegisterResponse> GsLink::Register(
           return stub_->Register(context, request, &response);
         });
     if (status.ok()) return response;
-    if (!Transient(status)) return status;
+    if (!net::IsTransient(status)) return status;
     logger_->debug("Register: {}; retrying", std::string(status.message()));
     if (!backoff.Wait(&stop_)) return status;
   }
@@ -128,7 +124,7 @@ absl::StatusOr<GsAnswer> GsLink::Sync(const SyncRound& round) {
       }
       return answer;
     }
-    if (!Transient(status)) return status;
+    if (!net::IsTransient(status)) return status;
     logger_->warn("round {}: {}; retrying", round.round,
                   std::string(status.message()));
     if (!backoff.Wait(&stop_)) return status;

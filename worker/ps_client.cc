@@ -155,9 +155,7 @@ absl::StatusOr<Retries> TakeAnswers(
       (*responses)[call->index] = std::move(call->response);
       continue;
     }
-    const bool transient =
-        absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
-    if (!retry_transient || !transient) {
+    if (!retry_transient || !net::IsTransient(status)) {
       return ShardError(shard, names[shard], method, status);
     }
     retries.indices.push_back(call->index);

@@ -13,11 +13,20 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace tern::net {
+
+// Whether a later attempt of a call may succeed where this one failed: the
+// peer was unreachable (UNAVAILABLE) or too slow (DEADLINE_EXCEEDED). Every
+// other code says something a retry cannot change. The one rule of the
+// hand-written retry loops (worker/ps_client.cc, server/gs_link.cc).
+inline bool IsTransient(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
 
 class Backoff {
  public:

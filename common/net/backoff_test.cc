@@ -47,5 +47,14 @@ TEST(BackoffTest, ACancelEndsThePauseAtOnce) {
   EXPECT_FALSE(backoff.Wait(&cancel));  // stays cancelled
 }
 
+TEST(IsTransientTest, OnlyUnreachableOrSlowPeersAreWorthAnotherAttempt) {
+  EXPECT_TRUE(IsTransient(absl::UnavailableError("down")));
+  EXPECT_TRUE(IsTransient(absl::DeadlineExceededError("slow")));
+  EXPECT_FALSE(IsTransient(absl::OkStatus()));
+  EXPECT_FALSE(IsTransient(absl::FailedPreconditionError("stale step")));
+  EXPECT_FALSE(IsTransient(absl::InvalidArgumentError("bad payload")));
+  EXPECT_FALSE(IsTransient(absl::ResourceExhaustedError("too large")));
+}
+
 }  // namespace
 }  // namespace tern::net
