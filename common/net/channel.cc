@@ -45,6 +45,10 @@ grpc::ChannelArguments ChannelArgumentsFor(const ChannelOptions& options) {
   // (a barrier may hold a call for minutes without data).
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  if (options.security.kind == TransportSecurity::Kind::kTls &&
+      !options.security.server_name.empty()) {
+    args.SetSslTargetNameOverride(options.security.server_name);
+  }
   if (options.retry.enabled && options.retry.max_attempts > 1) {
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
     args.SetServiceConfigJSON(RetryServiceConfig(options.retry));

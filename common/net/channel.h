@@ -41,6 +41,9 @@ struct RetryPolicy {
 };
 
 struct ChannelOptions {
+  // Plaintext or TLS (credentials.h); check it with
+  // CheckSecurity(security, Side::kClient) first: CreateChannel cannot
+  // report a missing file, whose channel would fail every handshake.
   TransportSecurity security;
   // The largest message sent or received (gRPC's limit is an int).
   int max_message_bytes = 4 << 20;

@@ -20,10 +20,12 @@ int Milliseconds(absl::Duration duration) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<ServiceEntry>& services) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentials(options.security);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<Server> server(new Server());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, ServerCredentials(options.security),
-                           &server->port_);
+  builder.AddListeningPort(options.listen, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,

@@ -1,0 +1,46 @@
+#include "common/net/tls_flags.h"
+
+#include "common/flags/flags.h"
+
+namespace tern::net {
+
+void AddTlsFlags(CLI::App* app, TlsFiles* files) {
+  flags::Flag(app, "tls_cert", &files->cert,
+              "PEM certificate chain this process presents, with --tls_key; "
+              "with no --tls_* flag at all, connections are plaintext");
+  flags::Flag(app, "tls_key", &files->key,
+              "PEM private key of --tls_cert");
+  flags::Flag(app, "tls_ca", &files->ca,
+              "PEM CA certificate(s): a server requires client certificates "
+              "that chain to them (mTLS); a client verifies its server "
+              "against them");
+}
+
+absl::Status ValidateTlsFlags(const TlsFiles& files, TlsUse use) {
+  if (files.cert.empty() != files.key.empty()) {
+    return absl::InvalidArgumentError(
+        files.cert.empty()
+            ? "--tls_key needs --tls_cert, the certificate it is the key of"
+            : "--tls_cert needs --tls_key, its private key");
+  }
+  const bool serves = use != TlsUse::kConnect;
+  const bool connects = use != TlsUse::kServe;
+  if (serves && !files.ca.empty() && files.cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_ca without --tls_cert and --tls_key: a server needs its own "
+        "certificate and key to serve TLS");
+  }
+  if (connects && files.any() && files.ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert without --tls_ca: the connections this process opens "
+        "need the CA to verify their server against");
+  }
+  return absl::OkStatus();
+}
+
+TransportSecurity SecurityFromFlags(const TlsFiles& files) {
+  if (!files.any()) return TransportSecurity::Insecure();
+  return TransportSecurity::Tls(files);
+}
+
+}  // namespace tern::net

@@ -1,0 +1,40 @@
+// The TLS flags every role registers (tern ps, tern worker, tern global,
+// tern health): --tls_cert, --tls_key and --tls_ca, also read from
+// TERN_TLS_CERT, TERN_TLS_KEY and TERN_TLS_CA (common/flags' Flag). With
+// none of them a role is plaintext, as before; with any, every channel
+// and server it creates is TLS (common/net/credentials.h).
+#ifndef TERN_COMMON_NET_TLS_FLAGS_H_
+#define TERN_COMMON_NET_TLS_FLAGS_H_
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "common/net/credentials.h"
+#include "common/net/tls_files.h"
+
+namespace tern::net {
+
+// Which ends of connections a role is: a shard and the global server
+// serve; a worker and `tern health` connect; an LPS with --global does
+// both.
+enum class TlsUse { kServe, kConnect, kServeAndConnect };
+
+// Registers the three flags on `app`, writing into `*files`, which must
+// outlive the parse.
+void AddTlsFlags(CLI::App* app, TlsFiles* files);
+
+// The rules of the three flags together, without reading the files
+// (CheckSecurity does that as the role starts). INVALID_ARGUMENT naming
+// the flags when
+// - only one of --tls_cert and --tls_key is given;
+// - a role that serves has --tls_ca without --tls_cert/--tls_key (a
+//   server needs its own certificate);
+// - a role that connects has TLS on but no --tls_ca to verify its server
+//   against.
+absl::Status ValidateTlsFlags(const TlsFiles& files, TlsUse use);
+
+// Plaintext when no file is named; TLS with `files` otherwise.
+TransportSecurity SecurityFromFlags(const TlsFiles& files);
+
+}  // namespace tern::net
+
+#endif  // TERN_COMMON_NET_TLS_FLAGS_H_
