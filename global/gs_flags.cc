@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
+#include "common/net/tls_flags.h"
 
 namespace tern::global {
 namespace {
@@ -62,6 +63,7 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
        "trace, debug, info (one line per round), warn, error, critical or "
        "off")
       ->check(LogLevel());
+  net::AddTlsFlags(app, &o->tls);
 }
 
 absl::Status ValidateGsOptions(const GsOptions& o) {
@@ -95,7 +97,7 @@ absl::Status ValidateGsOptions(const GsOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: ", level.status().message()));
   }
-  return absl::OkStatus();
+  return net::ValidateTlsFlags(o.tls, net::TlsUse::kServe);
 }
 
 }  // namespace tern::global

@@ -48,6 +48,21 @@ TEST(GsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
   EXPECT_THAT(help, HasSubstr("127.0.0.1:50061"));  // defaults are shown
 }
 
+TEST(GsFlagsTest, TlsFlagsParseAndAreChecked) {
+  Parsed parsed;
+  parsed.Parse("--tls_cert=/gs.pem --tls_key=/gs.key --tls_ca=/ca.pem");
+  EXPECT_EQ(parsed.options.tls.cert, "/gs.pem");
+  EXPECT_EQ(parsed.options.tls.ca, "/ca.pem");
+  EXPECT_TRUE(ValidateGsOptions(parsed.options).ok());
+  GsOptions options;
+  options.tls.ca = "/ca.pem";
+  EXPECT_THAT(std::string(ValidateGsOptions(options).message()),
+              HasSubstr("--tls_ca without --tls_cert"));
+  options.tls.cert = "/gs.pem";
+  EXPECT_THAT(std::string(ValidateGsOptions(options).message()),
+              HasSubstr("--tls_key"));
+}
+
 TEST(GsFlagsTest, DefaultsStayWhenNothingIsGiven) {
   Parsed parsed;
   parsed.Parse("");

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
 #include "common/net/server.h"
+#include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
 #include "global/gs_flags.h"
@@ -32,12 +33,14 @@ RoundAggregatorOptions MakeAggregatorOptions(const GsOptions& options) {
   return aggregator_options;
 }
 
-// Serves `service` on --listen, with health; logs the failure, if any.
+// Serves `service` on --listen, with health and the --tls_* files; logs
+// the failure, if any.
 absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
                                                    GsService* service,
                                                    const Logger& logger) {
   net::ServerOptions server_options;
   server_options.listen = options.listen;
+  server_options.security = net::SecurityFromFlags(options.tls);
   server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                      << 20;
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
@@ -98,8 +101,9 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
   GsService service(aggregator->get(), logger);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
-  // Most often the port is still held by a previous instance: transient.
-  if (!server.ok()) return process::kExitTransient;
+  // Most often the port is still held by a previous instance (transient);
+  // a TLS file that will not do is permanent.
+  if (!server.ok()) return process::ExitCodeFor(server.status());
   const int port = (*server)->port();
   const auto shut_down = [&] {
     (*aggregator)

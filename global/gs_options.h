@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/net/tls_files.h"
+
 namespace tern::global {
 
 struct GsOptions {
@@ -34,6 +36,9 @@ struct GsOptions {
   // refuses a model whose answer could exceed it.
   uint32_t max_message_mb = 64;
   std::string log_level = "info";
+  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h); none:
+  // plaintext.
+  net::TlsFiles tls;
 };
 
 }  // namespace tern::global

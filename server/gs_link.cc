@@ -24,6 +24,7 @@ GsLink::GsLink(GsLinkOptions options, LocalPs* lps, Logger logger)
     : options_(std::move(options)), lps_(lps), logger_(std::move(logger)) {
   net::ChannelOptions channel_options;
   channel_options.max_message_bytes = options_.max_message_bytes;
+  channel_options.security = options_.security;
   stub_ = tern::v1::GlobalServer::NewStub(
       net::CreateChannel(options_.address, channel_options));
 }

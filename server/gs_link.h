@@ -27,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/net/credentials.h"
 #include "grpcpp/client_context.h"
 #include "server/local_ps.h"
 #include "tern/v1/global_server.grpc.pb.h"
@@ -46,6 +47,8 @@ struct GsLinkOptions {
   // before the LPS gives up (--join_timeout_s).
   absl::Duration give_up = absl::Seconds(300);
   int max_message_bytes = 64 << 20;
+  // Plaintext or TLS (the LPS's --tls_* files), already checked.
+  net::TransportSecurity security;
 };
 
 class GsLink {

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
+#include "common/net/tls_flags.h"
 
 namespace tern::server {
 namespace {
@@ -104,6 +105,7 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "log_level", &o->log_level,
        "trace, debug (one line per step), info, warn, error, critical or off")
       ->check(LogLevel());
+  net::AddTlsFlags(app, &o->tls);
   Flag(app, "mode", &o->mode,
        "terngrad: a TernGrad shard (DESIGN section 3); weightgrad: a "
        "WeightGrad local parameter server (LPS) of one data center, which "
@@ -182,6 +184,14 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--mode: ", static_cast<uint32_t>(o.mode),
                      " is not one of ", RunModeNames()));
+  }
+  // An LPS with --global connects to the global server too.
+  if (absl::Status status = net::ValidateTlsFlags(
+          o.tls, o.mode != RunMode::kTernGrad && !o.global.empty()
+                     ? net::TlsUse::kServeAndConnect
+                     : net::TlsUse::kServe);
+      !status.ok()) {
+    return status;
   }
   if (o.mode == RunMode::kTernGrad) return absl::OkStatus();
   if (o.num_shards != 1) {

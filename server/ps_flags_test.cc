@@ -191,5 +191,30 @@ TEST(PsFlagsTest, ValidateChecksWhatOneFlagCannot) {
   EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--listen"));
 }
 
+TEST(PsFlagsTest, TlsFlagsParseAndAreCheckedForAServerAndAnLps) {
+  Parsed parsed;
+  parsed.Parse("--tls_cert=/ps.pem --tls_key=/ps.key --tls_ca=/ca.pem");
+  EXPECT_EQ(parsed.options.tls.cert, "/ps.pem");
+  EXPECT_EQ(parsed.options.tls.key, "/ps.key");
+  EXPECT_EQ(parsed.options.tls.ca, "/ca.pem");
+  EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
+  EXPECT_THAT(parsed.app.help(), HasSubstr("TERN_TLS_CERT"));
+
+  PsOptions options;
+  options.tls.ca = "/ca.pem";  // a server needs its own certificate
+  EXPECT_THAT(ValidatePsOptions(options).message(),
+              HasSubstr("--tls_ca without --tls_cert"));
+  // Server-side TLS without client certificates: fine for a shard, not
+  // for an LPS that must verify its global server.
+  options.tls.ca.clear();
+  options.tls.cert = "/ps.pem";
+  options.tls.key = "/ps.key";
+  EXPECT_TRUE(ValidatePsOptions(options).ok());
+  options.mode = RunMode::kWeightGrad;
+  EXPECT_TRUE(ValidatePsOptions(options).ok());
+  options.global = "gs:50061";
+  EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--tls_ca"));
+}
+
 }  // namespace
 }  // namespace tern::server

@@ -8,6 +8,7 @@
 #include "common/records/server_report.h"
 #include "common/checksum.h"
 #include "common/net/server.h"
+#include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
 #include "server/aggregator.h"
@@ -24,13 +25,15 @@ namespace {
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
 // Serves `service` (the shard's or the LPS's tern.v1.ParameterServer) on
-// --listen, with health. Logs the failure, if any: most often the port is
-// still held by a previous instance, so the caller exits transient.
+// --listen, with health and the --tls_* files. Logs the failure, if any:
+// most often the port is still held by a previous instance (UNAVAILABLE:
+// the caller exits transient); a TLS file that will not do is permanent.
 absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
                                                    grpc::Service* service,
                                                    const Logger& logger) {
   net::ServerOptions server_options;
   server_options.listen = options.listen;
+  server_options.security = net::SecurityFromFlags(options.tls);
   server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                      << 20;
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
@@ -80,6 +83,7 @@ std::unique_ptr<GsLink> StartGsLink(const PsOptions& options, LocalPs* lps,
   link_options.datacenter = options.datacenter;
   link_options.num_datacenters = options.num_datacenters;
   link_options.give_up = absl::Seconds(options.join_timeout_s);
+  link_options.security = net::SecurityFromFlags(options.tls);
   link_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                    << 20;
   auto link = std::make_unique<GsLink>(link_options, lps, logger);
@@ -121,7 +125,7 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
   LpsService service(lps->get(), logger);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
-  if (!server.ok()) return process::kExitTransient;
+  if (!server.ok()) return process::ExitCodeFor(server.status());
   const int port = (*server)->port();
   std::unique_ptr<GsLink> link = StartGsLink(options, lps->get(), logger);
   const auto shut_down = [&] {
@@ -172,7 +176,7 @@ int RunShard(const PsOptions& options, Logger logger,
   PsService service(aggregator->get(), logger);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
-  if (!server.ok()) return process::kExitTransient;
+  if (!server.ok()) return process::ExitCodeFor(server.status());
   const int port = (*server)->port();
   const auto shut_down = [&] {
     (*aggregator)

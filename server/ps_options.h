@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/net/tls_files.h"
 #include "server/messages.h"
 
 namespace tern::server {
@@ -40,6 +41,9 @@ struct PsOptions {
   // refuses a model whose share on this shard would not fit in fp32.
   uint32_t max_message_mb = 64;
   std::string log_level = "info";
+  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS for the
+  // server and, for an LPS, its link to the global server; none: plaintext.
+  net::TlsFiles tls;
 
   // --- WeightGrad (DESIGN section 4; server/WEIGHTGRAD.md) ---
   // terngrad (the TernGrad shard) | weightgrad | gaia (a local parameter

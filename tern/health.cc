@@ -8,6 +8,7 @@
 #include "common/flags/flags.h"
 #include "common/grpc_status.h"
 #include "common/net/channel.h"
+#include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -28,6 +29,7 @@ void AddHealthFlags(CLI::App* app, HealthOptions* options) {
   flags::Flag(app, "timeout", &options->timeout_s,
               "seconds to wait for the answer, connecting included")
       ->check(flags::FinitePositive());
+  net::AddTlsFlags(app, &options->tls);
 }
 
 absl::Status CheckHealth(const HealthOptions& options) {
@@ -35,8 +37,20 @@ absl::Status CheckHealth(const HealthOptions& options) {
       options.service.empty()
           ? options.address
           : absl::StrCat(options.address, " (", options.service, ")");
+  net::ChannelOptions channel_options;
+  channel_options.security = net::SecurityFromFlags(options.tls);
+  if (absl::Status status =
+          net::ValidateTlsFlags(options.tls, net::TlsUse::kConnect);
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status =
+          net::CheckSecurity(channel_options.security, net::Side::kClient);
+      !status.ok()) {
+    return status;
+  }
   auto health_client = Health::NewStub(
-      net::CreateChannel(options.address, net::ChannelOptions()));
+      net::CreateChannel(options.address, channel_options));
   grpc::ClientContext context;
   context.set_deadline(
       absl::ToChronoTime(absl::Now() + absl::Seconds(options.timeout_s)));

@@ -8,6 +8,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "common/net/tls_files.h"
 
 namespace tern {
 
@@ -19,15 +20,21 @@ struct HealthOptions {
   std::string service;
   // The call's deadline, connecting included.
   double timeout_s = 5;
+  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
+  // server; none: plaintext.
+  net::TlsFiles tls;
 };
 
-// ADDR (positional), --service and --timeout on the `health` subcommand.
+// ADDR (positional), --service, --timeout and the TLS flags on the `health`
+// subcommand.
 void AddHealthFlags(CLI::App* app, HealthOptions* options);
 
 // OK when the server answers SERVING within the deadline. Otherwise one
 // line naming the address: UNAVAILABLE with the status the server gave
 // (NOT_SERVING, UNKNOWN), DEADLINE_EXCEEDED or UNAVAILABLE when it did not
-// answer, NOT_FOUND for a service it does not know.
+// answer (a TLS handshake that failed included), NOT_FOUND for a service it
+// does not know; INVALID_ARGUMENT or NOT_FOUND naming the flag or file when
+// the TLS flags will not do.
 absl::Status CheckHealth(const HealthOptions& options);
 
 // Runs the check: prints "ADDR: SERVING" and returns 0, or prints the

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/net/test_certs.h"
+#include "common/net/tls_files.h"
 #include "common/process/exit_codes.h"
 #include "common/process/stop.h"
 #include "gtest/gtest.h"
@@ -92,6 +94,77 @@ TEST(HealthTest, AShardInThisProcessIsServingUntilItStops) {
   EXPECT_FALSE(CheckHealth(options).ok());
 }
 
+// A shard started with --tls_cert/--tls_key/--tls_ca (mTLS) answers a
+// health check that shows the client certificate, and no other.
+TEST(HealthTest, AnMtlsShardAnswersOnlyClientsWithACertificate) {
+  if (!net::TestCerts::OpensslAvailable()) {
+    GTEST_SKIP() << "the openssl command-line tool is not installed";
+  }
+  net::TestCerts certs(TempDir() + "/health-test-certs");
+  ASSERT_TRUE(certs.MakeCa("ca").ok());
+  ASSERT_TRUE(certs.MakeLeaf("ca", "ps").ok());
+  ASSERT_TRUE(certs.MakeLeaf("ca", "probe").ok());
+
+  server::PsOptions ps;
+  ps.listen = "127.0.0.1:0";
+  ps.port_file = TempDir() + "/health-test-tls.port";
+  ps.num_workers = 1;
+  ps.join_timeout_s = 60;
+  ps.log_level = "off";
+  ps.tls = certs.Files("ps", "ca");
+  std::remove(ps.port_file.c_str());
+  process::StopRequest stop;
+  int exit_code = -1;
+  std::thread shard([&] {
+    exit_code = server::RunParameterServer(ps, MakeNullLogger(), stop);
+  });
+  const int port = WaitForPort(ps.port_file);
+  ASSERT_GT(port, 0);
+
+  HealthOptions options;
+  options.address = absl::StrCat("127.0.0.1:", port);
+  options.tls = certs.Files("probe", "ca");
+  EXPECT_TRUE(CheckHealth(options).ok()) << CheckHealth(options);
+
+  options.timeout_s = 2;
+  options.tls.cert.clear();
+  options.tls.key.clear();
+  const absl::Status anonymous = CheckHealth(options);
+  EXPECT_EQ(anonymous.code(), absl::StatusCode::kUnavailable) << anonymous;
+  EXPECT_EQ(RunHealth(options), process::kExitUnhealthy);
+  options.tls = net::TlsFiles();
+  EXPECT_FALSE(CheckHealth(options).ok());  // plaintext
+
+  options.tls = certs.Files("probe", "ca");
+  options.tls.ca = TempDir() + "/no-such-ca.pem";
+  const absl::Status missing = CheckHealth(options);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_NE(missing.message().find(options.tls.ca), absl::string_view::npos);
+
+  stop.Request("the test is done");
+  shard.join();
+  EXPECT_EQ(exit_code, process::kExitOk);
+}
+
+// A shard whose --tls_key is missing does not start: a configuration error
+// (exit 1) naming the file.
+TEST(HealthTest, AShardWithAMissingTlsFileExitsPermanent) {
+  if (!net::TestCerts::OpensslAvailable()) {
+    GTEST_SKIP() << "the openssl command-line tool is not installed";
+  }
+  net::TestCerts certs(TempDir() + "/health-test-certs-missing");
+  ASSERT_TRUE(certs.MakeCa("ca").ok());
+  ASSERT_TRUE(certs.MakeLeaf("ca", "ps").ok());
+  server::PsOptions ps;
+  ps.listen = "127.0.0.1:0";
+  ps.log_level = "off";
+  ps.tls = certs.Files("ps", "ca");
+  ps.tls.key = TempDir() + "/no-such.key";
+  process::StopRequest stop;
+  EXPECT_EQ(server::RunParameterServer(ps, MakeNullLogger(), stop),
+            process::kExitPermanent);
+}
+
 TEST(HealthTest, ADeadAddressFailsWithinTheDeadline) {
   HealthOptions options;
   options.address = absl::StrCat("127.0.0.1:", FreePort());
@@ -126,6 +199,18 @@ TEST(HealthFlagsTest, NeedsAnAddressAndAPositiveTimeout) {
   EXPECT_NE(parse({"localhost"}), "");
   EXPECT_NE(parse({"localhost:1", "--timeout=0"}), "");
   EXPECT_NE(parse({"localhost:1", "--timeout=inf"}), "");
+  EXPECT_EQ(parse({"localhost:1", "--tls_cert=/a.pem", "--tls_key=/a.key",
+                   "--tls_ca=/ca.pem"}),
+            "");
+}
+
+TEST(HealthFlagsTest, TlsFlagsAreCheckedTogether) {
+  HealthOptions options;
+  options.address = "127.0.0.1:1";
+  options.tls.cert = "/a.pem";  // no key, no CA
+  const absl::Status status = CheckHealth(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("--tls_key"), absl::string_view::npos);
 }
 
 }  // namespace

@@ -92,9 +92,14 @@ void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
       ->check(CLI::Range(0.0, 1.0));
 }
 
+// The worker's TLS flags, which launch does not take (yet): it would pass
+// them to the workers only, cutting them off from plaintext shards.
+// Children inherit TERN_TLS_* from launch's environment, all alike.
+constexpr const char* kTlsWorkerFlags[] = {"tls_cert", "tls_key", "tls_ca"};
+
 // The job's flags are the worker's own definitions (one source of truth);
-// those that launch sets per worker are taken out again. Returns the
-// worker flags that stay.
+// those that launch sets per worker, and the TLS flags, are taken out
+// again. Returns the worker flags that stay.
 std::vector<CLI::Option*> AddJobFlags(CLI::App* app, LaunchOptions* options) {
   const std::vector<CLI::Option*> before = app->get_options();
   worker::AddWorkerFlags(app, &options->job);
@@ -106,7 +111,9 @@ std::vector<CLI::Option*> AddJobFlags(CLI::App* app, LaunchOptions* options) {
     const std::string& name = option->get_single_name();
     if (std::find(std::begin(kLaunchOwnedWorkerFlags),
                   std::end(kLaunchOwnedWorkerFlags),
-                  name) != std::end(kLaunchOwnedWorkerFlags)) {
+                  name) != std::end(kLaunchOwnedWorkerFlags) ||
+        std::find(std::begin(kTlsWorkerFlags), std::end(kTlsWorkerFlags),
+                  name) != std::end(kTlsWorkerFlags)) {
       app->remove_option(option);
     } else {
       worker_flags.push_back(option);

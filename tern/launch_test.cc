@@ -119,6 +119,16 @@ TEST_F(LaunchFlagsTest, FlagsLaunchSetsItselfAreRejected) {
   }
 }
 
+// Launch hands out no certificates yet: --tls_* would reach the workers
+// and not their shards.
+TEST_F(LaunchFlagsTest, TlsFlagsAreNotLaunchFlagsYet) {
+  for (const char* flag : {"--tls_cert=/a.pem", "--tls_key=/a.key",
+                           "--tls_ca=/ca.pem"}) {
+    SCOPED_TRACE(flag);
+    EXPECT_THROW(Parse({flag}), CLI::ExtrasError);
+  }
+}
+
 TEST_F(LaunchFlagsTest, BadValuesNameTheFlag) {
   try {
     Parse({"--batch_size=0"});

@@ -191,8 +191,14 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     return absl::InvalidArgumentError(
         "no parameter-server shards given (--ps host:port,...)");
   }
+  if (absl::Status status =
+          net::CheckSecurity(options.security, net::Side::kClient);
+      !status.ok()) {
+    return status;
+  }
   net::ChannelOptions channel_options;
   channel_options.max_message_bytes = options.max_message_bytes;
+  channel_options.security = options.security;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
     if (address.empty()) {

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/net/backoff.h"
+#include "common/net/credentials.h"
 #include "common/partitioner.h"
 #include "grpcpp/channel.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
@@ -41,6 +42,9 @@ struct PsClientOptions {
   absl::Duration join_timeout = absl::Seconds(300);
   // The largest message sent or received; see MessageBytesBound.
   int max_message_bytes = 4 << 20;
+  // Plaintext or TLS (the worker's --tls_* files); Connect checks the
+  // files.
+  net::TransportSecurity security;
 };
 
 // A bound on the size of any message between this model's worker and a
@@ -62,10 +66,11 @@ class PsClient {
  public:
   using Stub = tern::v1::ParameterServer::Stub;
 
-  // Plaintext channels to `addresses` (host:port, shard-index order) with
-  // the message-size limits of `options`. Connecting is lazy: an address
-  // nobody listens on yet is not an error here (Join waits for it).
-  // INVALID_ARGUMENT when `addresses` is empty.
+  // Channels to `addresses` (host:port, shard-index order) with the
+  // security and message-size limits of `options`. Connecting is lazy: an
+  // address nobody listens on yet is not an error here (Join waits for
+  // it). INVALID_ARGUMENT when `addresses` is empty; the error of
+  // net::CheckSecurity when a TLS file will not do.
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
       const std::vector<std::string>& addresses, const PsClientOptions& options,
       Logger logger);

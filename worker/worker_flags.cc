@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
+#include "common/net/tls_flags.h"
 #include "kernels/payload.h"
 #include "worker/codec_config.h"
 #include "worker/train_mode.h"
@@ -90,6 +91,7 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
        "how long to keep trying to reach the shards at start, in seconds")
       ->check(FinitePositive())
       ->group("Cluster");
+  net::AddTlsFlags(app, &o->tls, "Cluster");
 }
 
 // What this worker trains, on which data and where.

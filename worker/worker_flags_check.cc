@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/net/tls_flags.h"
 #include "common/status_macros.h"
 #include "kernels/payload.h"
 #include "worker/codec_config.h"
@@ -21,7 +22,7 @@ namespace tern::worker {
 namespace {
 
 // Who the worker is and how it reaches the shards: --num_workers,
-// --worker_id, --data_slice, --ps, --run_id and the two timeouts.
+// --worker_id, --data_slice, --ps, --run_id, the two timeouts and TLS.
 absl::Status ValidateClusterOptions(const WorkerOptions& o) {
   if (o.num_workers == 0) {
     return absl::InvalidArgumentError("--num_workers must be at least 1");
@@ -55,7 +56,7 @@ absl::Status ValidateClusterOptions(const WorkerOptions& o) {
   if (!(o.join_timeout_s > 0) || !std::isfinite(o.join_timeout_s)) {
     return absl::InvalidArgumentError("--join_timeout_s must be a number > 0");
   }
-  return absl::OkStatus();
+  return net::ValidateTlsFlags(o.tls, net::TlsUse::kConnect);
 }
 
 // What one step does: batch, steps, threads, device, chunk size and the

@@ -395,6 +395,30 @@ TEST(ValidateWorkerOptionsTest, RejectsWhatOneFlagCannotSee) {
             absl::string_view::npos);
 }
 
+TEST(ValidateWorkerOptionsTest, TlsNeedsTheCaToVerifyTheShards) {
+  Parsed parsed;
+  parsed.Parse(
+      "--ps=127.0.0.1:5000 --tls_cert=/w.pem --tls_key=/w.key "
+      "--tls_ca=/ca.pem");
+  EXPECT_EQ(parsed.options.tls.cert, "/w.pem");
+  EXPECT_EQ(parsed.options.tls.key, "/w.key");
+  EXPECT_EQ(parsed.options.tls.ca, "/ca.pem");
+  EXPECT_TRUE(ValidateWorkerOptions(parsed.options).ok());
+
+  WorkerOptions o = parsed.options;
+  o.tls.ca.clear();
+  absl::Status status = ValidateWorkerOptions(o);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--tls_ca"), absl::string_view::npos);
+  o.tls.ca = "/ca.pem";
+  o.tls.key.clear();
+  status = ValidateWorkerOptions(o);
+  EXPECT_NE(status.message().find("--tls_key"), absl::string_view::npos);
+  // Only the CA: the worker verifies its shards and shows no certificate.
+  o.tls.cert.clear();
+  EXPECT_TRUE(ValidateWorkerOptions(o).ok());
+}
+
 TEST(ValidateWorkerOptionsTest, RejectsCompressorValuesOutOfRange) {
   const struct {
     const char* flag;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/status_macros.h"
 #include "torch/torch.h"
@@ -41,6 +42,7 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   client_options.rpc_timeout = absl::Seconds(options.rpc_timeout_s);
   client_options.join_timeout = absl::Seconds(options.join_timeout_s);
   client_options.max_message_bytes = trainer->max_message_bytes();
+  client_options.security = net::SecurityFromFlags(options.tls);
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                         PsClient::Connect(options.ps, client_options, logger));
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/net/tls_files.h"
 #include "kernels/codec_options.h"
 #include "kernels/payload.h"
 #include "worker/train_mode.h"
@@ -40,6 +41,9 @@ struct WorkerOptions {
   uint64_t seed = 1;
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
+  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
+  // shards; none: plaintext.
+  net::TlsFiles tls;
 
   // terngrad (DESIGN section 3) | weightgrad | gaia (section 4: the shard
   // is a local parameter server that owns the weights and the optimizer).

@@ -4,16 +4,22 @@
 
 namespace tern::net {
 
-void AddTlsFlags(CLI::App* app, TlsFiles* files) {
-  flags::Flag(app, "tls_cert", &files->cert,
-              "PEM certificate chain this process presents, with --tls_key; "
-              "with no --tls_* flag at all, connections are plaintext");
-  flags::Flag(app, "tls_key", &files->key,
-              "PEM private key of --tls_cert");
-  flags::Flag(app, "tls_ca", &files->ca,
-              "PEM CA certificate(s): a server requires client certificates "
-              "that chain to them (mTLS); a client verifies its server "
-              "against them");
+void AddTlsFlags(CLI::App* app, TlsFiles* files, const std::string& group) {
+  CLI::Option* const added[] = {
+      flags::Flag(app, "tls_cert", &files->cert,
+                  "PEM certificate chain this process presents, with "
+                  "--tls_key; with no --tls_* flag at all, connections are "
+                  "plaintext"),
+      flags::Flag(app, "tls_key", &files->key,
+                  "PEM private key of --tls_cert"),
+      flags::Flag(app, "tls_ca", &files->ca,
+                  "PEM CA certificate(s): a server requires client "
+                  "certificates that chain to them (mTLS); a client verifies "
+                  "its server against them"),
+  };
+  // CLI11 hides an option whose group is empty.
+  if (group.empty()) return;
+  for (CLI::Option* option : added) option->group(group);
 }
 
 absl::Status ValidateTlsFlags(const TlsFiles& files, TlsUse use) {

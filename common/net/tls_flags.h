@@ -6,6 +6,8 @@
 #ifndef TERN_COMMON_NET_TLS_FLAGS_H_
 #define TERN_COMMON_NET_TLS_FLAGS_H_
 
+#include <string>
+
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "common/net/credentials.h"
@@ -19,8 +21,9 @@ namespace tern::net {
 enum class TlsUse { kServe, kConnect, kServeAndConnect };
 
 // Registers the three flags on `app`, writing into `*files`, which must
-// outlive the parse.
-void AddTlsFlags(CLI::App* app, TlsFiles* files);
+// outlive the parse; in the --help group `group` when it is not empty.
+void AddTlsFlags(CLI::App* app, TlsFiles* files,
+                 const std::string& group = "");
 
 // The rules of the three flags together, without reading the files
 // (CheckSecurity does that as the role starts). INVALID_ARGUMENT naming
