@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev
   libxxhash-dev
+  # OpenSSL's libcrypto: `tern certs` makes the run's CA and certificates.
+  libssl-dev
   # An optimized BLAS for libtorch (Debian's default is the reference one,
   # about 10x slower on the MLP and LeNet layers).
   libopenblas0-pthread

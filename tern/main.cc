@@ -7,6 +7,7 @@
 //   tern global   the WeightGrad global server of K data centers (global/)
 //   tern launch   a whole job on this machine (tern/launch.h)
 //   tern health   is a server SERVING? (tern/health.h; for probes)
+//   tern certs    a run's CA and certificates for mTLS (tern/certs_command.h)
 //
 // Flags are also read from TERN_<FLAG> environment variables; a flag on the
 // command line wins over the environment, which wins over --cluster_spec,
@@ -32,6 +33,7 @@
 #include "server/ps_flags.h"
 #include "server/ps_main.h"
 #include "server/ps_options.h"
+#include "tern/certs_command.h"
 #include "tern/cluster_spec.h"
 #include "tern/health.h"
 #include "tern/launch.h"
@@ -105,6 +107,8 @@ struct Commands {
   CLI::App* launch = nullptr;
   HealthOptions health_options;
   CLI::App* health = nullptr;
+  CertsOptions certs_options;
+  CLI::App* certs = nullptr;
   std::string bench_device = "cpu";
   CLI::App* bench_kernels = nullptr;
 };
@@ -163,6 +167,13 @@ void AddCommands(CLI::App* app, Commands* commands) {
                 "(grpc.health.v1): exit 0 when SERVING, 1 otherwise; for "
                 "container healthchecks and Kubernetes probes");
   AddHealthFlags(commands->health, &commands->health_options);
+
+  commands->certs = app->add_subcommand(
+      "certs", "Make a run's CA and a certificate and key per process "
+               "(ps-<i>, worker-<i>, lps-<d>, global) for mutual TLS, each "
+               "naming its identity tern://<run_id>/<role>/<id>, into a "
+               "folder for compose and Kubernetes to mount");
+  AddCertsFlags(commands->certs, &commands->certs_options);
 
   AddBenchCommands(app, commands);
 }
@@ -248,6 +259,7 @@ int Main(int argc, char** argv) {
   if (commands.worker->parsed()) return RunWorkerCommand(&commands);
   if (commands.global_server->parsed()) return RunGlobalCommand(commands);
   if (commands.health->parsed()) return RunHealth(commands.health_options);
+  if (commands.certs->parsed()) return RunCerts(commands.certs_options);
   if (commands.bench_kernels->parsed()) {
     return RunBenchCommand(commands, argv[0]);
   }
