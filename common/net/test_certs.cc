@@ -75,13 +75,16 @@ absl::Status TestCerts::MakeCa(const std::string& name) {
 }
 
 absl::Status TestCerts::MakeLeaf(const std::string& ca,
-                                 const std::string& name) {
+                                 const std::string& name,
+                                 const std::vector<std::string>& uris) {
   const std::string request = absl::StrCat(dir_, "/", name, ".csr");
   const std::string extensions = absl::StrCat(dir_, "/", name, ".ext");
   {
     std::ofstream out(extensions);
     out << "basicConstraints=CA:FALSE\n"
-           "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+           "subjectAltName=DNS:localhost,IP:127.0.0.1";
+    for (const std::string& uri : uris) out << ",URI:" << uri;
+    out << "\n"
            "extendedKeyUsage=serverAuth,clientAuth\n";
     if (!out) return absl::InternalError("cannot write " + extensions);
   }

@@ -6,6 +6,7 @@
 #define TERN_COMMON_NET_TEST_CERTS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/net/tls_files.h"
@@ -23,8 +24,10 @@ class TestCerts {
   // A self-signed CA: <dir>/<name>.crt and <dir>/<name>.key.
   absl::Status MakeCa(const std::string& name);
   // A leaf with subject CN=<name>, signed by the CA `ca` made before, with
-  // a fresh serial: <dir>/<name>.crt and <dir>/<name>.key.
-  absl::Status MakeLeaf(const std::string& ca, const std::string& name);
+  // a fresh serial: <dir>/<name>.crt and <dir>/<name>.key. `uris` are added
+  // to its subjectAltName (e.g. a tern identity, tern/certs.h).
+  absl::Status MakeLeaf(const std::string& ca, const std::string& name,
+                        const std::vector<std::string>& uris = {});
 
   std::string Cert(const std::string& name) const;
   std::string Key(const std::string& name) const;
