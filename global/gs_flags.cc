@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
+#include "common/net/peer_identity.h"
 #include "common/net/tls_flags.h"
 
 namespace tern::global {
@@ -64,12 +65,20 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
        "off")
       ->check(LogLevel());
   net::AddTlsFlags(app, &o->tls);
+  Flag(app, "run_id", &o->run_id,
+       "with --tls_ca: every caller's certificate must name this run "
+       "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
+       "run the CA signed for");
 }
 
 absl::Status ValidateGsOptions(const GsOptions& o) {
   if (!IsHostPort(o.listen)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
+  }
+  if (!o.run_id.empty() && !net::IsValidRunId(o.run_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--run_id: '", o.run_id, "' is not 1 to 64 of [A-Za-z0-9._-]"));
   }
   if (o.num_datacenters == 0) {
     return absl::InvalidArgumentError("--num_datacenters must be at least 1");

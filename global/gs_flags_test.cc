@@ -150,5 +150,26 @@ TEST(GsFlagsTest, ValidateChecksOptionsThatDidNotComeThroughTheFlags) {
   EXPECT_THAT(ValidateGsOptions(options).message(), HasSubstr("--listen"));
 }
 
+TEST(GsFlagsTest, RunIdComesFromTheFlagOrTernRunIdAndIsChecked) {
+  {
+    Parsed parsed;
+    parsed.Parse("--run_id=exp-3.a_b");
+    EXPECT_EQ(parsed.options.run_id, "exp-3.a_b");
+    EXPECT_TRUE(ValidateGsOptions(parsed.options).ok());
+    EXPECT_THAT(parsed.app.help(), HasSubstr("TERN_RUN_ID"));
+  }
+  {
+    ScopedEnv run("TERN_RUN_ID", "from-env");
+    Parsed parsed;
+    parsed.Parse("");
+    EXPECT_EQ(parsed.options.run_id, "from-env");
+  }
+  GsOptions options;
+  EXPECT_TRUE(ValidateGsOptions(options).ok());  // optional
+  options.run_id = "a b";
+  EXPECT_THAT(std::string(ValidateGsOptions(options).message()),
+              HasSubstr("--run_id"));
+}
+
 }  // namespace
 }  // namespace tern::global

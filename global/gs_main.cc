@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
+#include "common/net/peer_identity.h"
 #include "common/net/server.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
@@ -98,7 +99,11 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   // Declared after the aggregator, so the server goes first.
-  GsService service(aggregator->get(), logger);
+  // Under mTLS a caller must be the LPS of the data center it names, of
+  // --run_id when it is set.
+  GsService service(
+      aggregator->get(), logger,
+      net::PeerPolicy::For(net::SecurityFromFlags(options.tls), options.run_id));
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   // Most often the port is still held by a previous instance (transient);

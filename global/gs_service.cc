@@ -1,6 +1,7 @@
 #include "global/gs_service.h"
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -79,14 +80,32 @@ void AnswerToWire(const RoundAnswer& answer, tern::v1::SyncRoundResponse* out) {
 
 }  // namespace
 
-GsService::GsService(RoundAggregator* aggregator, Logger logger)
-    : aggregator_(aggregator), logger_(std::move(logger)) {}
+GsService::GsService(RoundAggregator* aggregator, Logger logger,
+                     net::PeerPolicy peers)
+    : aggregator_(aggregator),
+      logger_(std::move(logger)),
+      peers_(std::move(peers)) {}
+
+bool GsService::Admit(grpc::CallbackServerContext* context,
+                      grpc::ServerUnaryReactor* reactor, const char* method,
+                      uint32_t datacenter) const {
+  const absl::Status status =
+      net::CheckCaller(*context, peers_, net::PeerRole::kLps, datacenter);
+  if (status.ok()) return true;
+  logger_->warn("{} as data center {} refused: {}", method, datacenter,
+                std::string(status.message()));
+  reactor->Finish(ToGrpcStatus(status));
+  return false;
+}
 
 grpc::ServerUnaryReactor* GsService::Register(
     grpc::CallbackServerContext* context,
     const tern::v1::RegisterRequest* request,
     tern::v1::RegisterResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "Register", request->datacenter())) {
+    return reactor;
+  }
   absl::StatusOr<RegisterRequest> plain = RegisterFromWire(*request);
   absl::StatusOr<RegisterReply> reply =
       plain.ok() ? aggregator_->Register(*plain) : plain.status();
@@ -110,6 +129,9 @@ grpc::ServerUnaryReactor* GsService::SyncRound(
     const tern::v1::SyncRoundRequest* request,
     tern::v1::SyncRoundResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "SyncRound", request->datacenter())) {
+    return reactor;
+  }
   absl::StatusOr<SyncRequest> plain = SyncFromWire(*request);
   if (!plain.ok()) {
     logger_->warn("round {} of data center {} refused: {}", request->round(),

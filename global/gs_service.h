@@ -14,7 +14,10 @@
 #ifndef TERN_GLOBAL_GS_SERVICE_H_
 #define TERN_GLOBAL_GS_SERVICE_H_
 
+#include <cstdint>
+
 #include "common/logging.h"
+#include "common/net/peer_identity.h"
 #include "global/round_aggregator.h"
 #include "tern/v1/global_server.grpc.pb.h"
 
@@ -22,7 +25,13 @@ namespace tern::global {
 
 class GsService final : public tern::v1::GlobalServer::CallbackService {
  public:
-  GsService(RoundAggregator* aggregator, Logger logger);
+  // `peers`: who may call (PeerPolicy::For the server's TLS and --run_id);
+  // under mTLS the caller of Register and SyncRound must be lps
+  // <datacenter field>, else PERMISSION_DENIED (UNAUTHENTICATED without an
+  // identity) before anything reaches the aggregator. The default checks
+  // nothing (plaintext).
+  GsService(RoundAggregator* aggregator, Logger logger,
+            net::PeerPolicy peers = {});
 
   grpc::ServerUnaryReactor* Register(
       grpc::CallbackServerContext* context,
@@ -34,8 +43,15 @@ class GsService final : public tern::v1::GlobalServer::CallbackService {
       tern::v1::SyncRoundResponse* response) override;
 
  private:
+  // net::CheckCaller for the LPS of `datacenter`; when it refuses, logs
+  // that and finishes the call with its status and returns false.
+  bool Admit(grpc::CallbackServerContext* context,
+             grpc::ServerUnaryReactor* reactor, const char* method,
+             uint32_t datacenter) const;
+
   RoundAggregator* const aggregator_;
   const Logger logger_;
+  const net::PeerPolicy peers_;
 };
 
 }  // namespace tern::global

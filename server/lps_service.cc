@@ -9,13 +9,28 @@
 
 namespace tern::server {
 
-LpsService::LpsService(LocalPs* lps, Logger logger)
-    : lps_(lps), logger_(std::move(logger)) {}
+LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers)
+    : lps_(lps), logger_(std::move(logger)), peers_(std::move(peers)) {}
+
+bool LpsService::Admit(grpc::CallbackServerContext* context,
+                   grpc::ServerUnaryReactor* reactor, const char* method,
+                   uint32_t worker) const {
+  const absl::Status status =
+      net::CheckCaller(*context, peers_, net::PeerRole::kWorker, worker);
+  if (status.ok()) return true;
+  logger_->warn("{} as worker {} refused: {}", method, worker,
+                std::string(status.message()));
+  reactor->Finish(ToGrpcStatus(status));
+  return false;
+}
 
 grpc::ServerUnaryReactor* LpsService::Join(grpc::CallbackServerContext* context,
                                            const tern::v1::JoinRequest* request,
                                            tern::v1::JoinResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "Join", request->worker_id())) {
+    return reactor;
+  }
   absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
   if (!join.ok()) {
     logger_->warn("join of worker {} refused: {}", request->worker_id(),
@@ -39,6 +54,9 @@ grpc::ServerUnaryReactor* LpsService::ShareScalers(
     const tern::v1::ShareScalersRequest* request,
     tern::v1::ShareScalersResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "ShareScalers", request->worker_id())) {
+    return reactor;
+  }
   reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
       "ShareScalers of worker ", request->worker_id(),
       ": this shard is a WeightGrad local parameter server, where workers "
@@ -52,6 +70,9 @@ grpc::ServerUnaryReactor* LpsService::PushPull(
     const tern::v1::PushPullRequest* request,
     tern::v1::PushPullResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "PushPull", request->worker_id())) {
+    return reactor;
+  }
   absl::StatusOr<PushRequest> push = PushFromWire(*request);
   if (!push.ok()) {
     logger_->warn("push of worker {} for step {} refused: {}",
@@ -73,9 +94,12 @@ grpc::ServerUnaryReactor* LpsService::PushPull(
 
 grpc::ServerUnaryReactor* LpsService::CheckParams(
     grpc::CallbackServerContext* context,
-    const tern::v1::CheckParamsRequest* /*request*/,
+    const tern::v1::CheckParamsRequest* request,
     tern::v1::CheckParamsResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "CheckParams", request->worker_id())) {
+    return reactor;
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

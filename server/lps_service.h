@@ -12,7 +12,10 @@
 #ifndef TERN_SERVER_LPS_SERVICE_H_
 #define TERN_SERVER_LPS_SERVICE_H_
 
+#include <cstdint>
+
 #include "common/logging.h"
+#include "common/net/peer_identity.h"
 #include "server/local_ps.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
@@ -20,7 +23,12 @@ namespace tern::server {
 
 class LpsService final : public tern::v1::ParameterServer::CallbackService {
  public:
-  LpsService(LocalPs* lps, Logger logger);
+  // `peers`: who may call (PeerPolicy::For the server's TLS and --run_id);
+  // under mTLS every method's caller must be worker <worker_id field>,
+  // else PERMISSION_DENIED (UNAUTHENTICATED without an identity) before
+  // anything reaches the LocalPs. The default checks nothing
+  // (plaintext).
+  LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers = {});
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const tern::v1::JoinRequest* request,
@@ -39,8 +47,15 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
       tern::v1::CheckParamsResponse* response) override;
 
  private:
+  // net::CheckCaller for worker `worker`; when it refuses, logs that and
+  // finishes the call with its status and returns false.
+  bool Admit(grpc::CallbackServerContext* context,
+             grpc::ServerUnaryReactor* reactor, const char* method,
+             uint32_t worker) const;
+
   LocalPs* const lps_;
   const Logger logger_;
+  const net::PeerPolicy peers_;
 };
 
 }  // namespace tern::server

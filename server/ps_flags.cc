@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
+#include "common/net/peer_identity.h"
 #include "common/net/tls_flags.h"
 
 namespace tern::server {
@@ -106,6 +107,10 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "trace, debug (one line per step), info, warn, error, critical or off")
       ->check(LogLevel());
   net::AddTlsFlags(app, &o->tls);
+  Flag(app, "run_id", &o->run_id,
+       "with --tls_ca: every caller's certificate must name this run "
+       "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
+       "run the CA signed for");
   Flag(app, "mode", &o->mode,
        "terngrad: a TernGrad shard (DESIGN section 3); weightgrad: a "
        "WeightGrad local parameter server (LPS) of one data center, which "
@@ -149,6 +154,10 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
   if (!IsHostPort(o.listen)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
+  }
+  if (!o.run_id.empty() && !net::IsValidRunId(o.run_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--run_id: '", o.run_id, "' is not 1 to 64 of [A-Za-z0-9._-]"));
   }
   if (o.num_shards == 0) {
     return absl::InvalidArgumentError("--num_shards must be at least 1");

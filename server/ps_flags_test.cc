@@ -216,5 +216,27 @@ TEST(PsFlagsTest, TlsFlagsParseAndAreCheckedForAServerAndAnLps) {
   EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--tls_ca"));
 }
 
+TEST(PsFlagsTest, RunIdComesFromTheFlagOrTernRunIdAndIsChecked) {
+  {
+    Parsed parsed;
+    parsed.Parse("--run_id=exp-3.a_b");
+    EXPECT_EQ(parsed.options.run_id, "exp-3.a_b");
+    EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
+    EXPECT_THAT(parsed.app.help(), HasSubstr("TERN_RUN_ID"));
+  }
+  {
+    ScopedEnv run("TERN_RUN_ID", "from-env");
+    Parsed parsed;
+    parsed.Parse("");
+    EXPECT_EQ(parsed.options.run_id, "from-env");
+  }
+  PsOptions options;
+  EXPECT_TRUE(ValidatePsOptions(options).ok());  // optional
+  options.run_id = "a/b";
+  EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--run_id"));
+  options.run_id = std::string(65, 'r');
+  EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--run_id"));
+}
+
 }  // namespace
 }  // namespace tern::server

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
 #include "common/checksum.h"
+#include "common/net/peer_identity.h"
 #include "common/net/server.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
@@ -43,6 +44,13 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
     logger->error("{}", std::string(server.status().message()));
   }
   return server;
+}
+
+// Who may call the shard or LPS: under mTLS, workers as themselves, of
+// --run_id when it is set.
+net::PeerPolicy Peers(const PsOptions& options) {
+  return net::PeerPolicy::For(net::SecurityFromFlags(options.tls),
+                              options.run_id);
 }
 
 // The LPS's options from the flags.
@@ -122,7 +130,7 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
     logger->error("{}", std::string(lps.status().message()));
     return process::kExitPermanent;
   }
-  LpsService service(lps->get(), logger);
+  LpsService service(lps->get(), logger, Peers(options));
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   if (!server.ok()) return process::ExitCodeFor(server.status());
@@ -173,7 +181,7 @@ int RunShard(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   // Declared after the aggregator, so the server goes first.
-  PsService service(aggregator->get(), logger);
+  PsService service(aggregator->get(), logger, Peers(options));
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   if (!server.ok()) return process::ExitCodeFor(server.status());

@@ -1,5 +1,6 @@
 #include "server/ps_service.h"
 
+#include <string>
 #include <utility>
 
 #include "common/grpc_status.h"
@@ -27,13 +28,31 @@ Callback<Answer> Finisher(grpc::ServerUnaryReactor* reactor, Response* response,
 
 }  // namespace
 
-PsService::PsService(Aggregator* aggregator, Logger logger)
-    : aggregator_(aggregator), logger_(std::move(logger)) {}
+PsService::PsService(Aggregator* aggregator, Logger logger,
+                     net::PeerPolicy peers)
+    : aggregator_(aggregator),
+      logger_(std::move(logger)),
+      peers_(std::move(peers)) {}
+
+bool PsService::Admit(grpc::CallbackServerContext* context,
+                   grpc::ServerUnaryReactor* reactor, const char* method,
+                   uint32_t worker) const {
+  const absl::Status status =
+      net::CheckCaller(*context, peers_, net::PeerRole::kWorker, worker);
+  if (status.ok()) return true;
+  logger_->warn("{} as worker {} refused: {}", method, worker,
+                std::string(status.message()));
+  reactor->Finish(ToGrpcStatus(status));
+  return false;
+}
 
 grpc::ServerUnaryReactor* PsService::Join(grpc::CallbackServerContext* context,
                                           const tern::v1::JoinRequest* request,
                                           tern::v1::JoinResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "Join", request->worker_id())) {
+    return reactor;
+  }
   absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
   if (!join.ok()) {
     logger_->warn("join of worker {} refused: {}", request->worker_id(),
@@ -50,6 +69,9 @@ grpc::ServerUnaryReactor* PsService::ShareScalers(
     const tern::v1::ShareScalersRequest* request,
     tern::v1::ShareScalersResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "ShareScalers", request->worker_id())) {
+    return reactor;
+  }
   aggregator_->ShareScalers(
       ScalersFromWire(*request),
       Finisher<ScalerAnswer>(
@@ -65,6 +87,9 @@ grpc::ServerUnaryReactor* PsService::PushPull(
     const tern::v1::PushPullRequest* request,
     tern::v1::PushPullResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "PushPull", request->worker_id())) {
+    return reactor;
+  }
   absl::StatusOr<PushRequest> push = PushFromWire(*request);
   if (!push.ok()) {
     logger_->warn("push of worker {} for step {} refused: {}",
@@ -87,6 +112,9 @@ grpc::ServerUnaryReactor* PsService::CheckParams(
     const tern::v1::CheckParamsRequest* request,
     tern::v1::CheckParamsResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "CheckParams", request->worker_id())) {
+    return reactor;
+  }
   reactor->Finish(ToGrpcStatus(aggregator_->CheckParams(
       request->worker_id(), request->step(), request->param_checksum())));
   return reactor;

@@ -12,7 +12,10 @@
 #ifndef TERN_SERVER_PS_SERVICE_H_
 #define TERN_SERVER_PS_SERVICE_H_
 
+#include <cstdint>
+
 #include "common/logging.h"
+#include "common/net/peer_identity.h"
 #include "server/aggregator.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
@@ -20,7 +23,12 @@ namespace tern::server {
 
 class PsService final : public tern::v1::ParameterServer::CallbackService {
  public:
-  PsService(Aggregator* aggregator, Logger logger);
+  // `peers`: who may call (PeerPolicy::For the server's TLS and --run_id);
+  // under mTLS every method's caller must be worker <worker_id field>,
+  // else PERMISSION_DENIED (UNAUTHENTICATED without an identity) before
+  // anything reaches the aggregator. The default checks nothing
+  // (plaintext).
+  PsService(Aggregator* aggregator, Logger logger, net::PeerPolicy peers = {});
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const tern::v1::JoinRequest* request,
@@ -39,8 +47,15 @@ class PsService final : public tern::v1::ParameterServer::CallbackService {
       tern::v1::CheckParamsResponse* response) override;
 
  private:
+  // net::CheckCaller for worker `worker`; when it refuses, logs that and
+  // finishes the call with its status and returns false.
+  bool Admit(grpc::CallbackServerContext* context,
+             grpc::ServerUnaryReactor* reactor, const char* method,
+             uint32_t worker) const;
+
   Aggregator* const aggregator_;
   const Logger logger_;
+  const net::PeerPolicy peers_;
 };
 
 }  // namespace tern::server

@@ -17,7 +17,10 @@
 #include "absl/types/span.h"
 #include "common/grpc_status.h"
 #include "common/net/channel.h"
+#include "common/net/credentials.h"
+#include "common/net/peer_identity.h"
 #include "common/net/server.h"
+#include "common/net/test_certs.h"
 #include "gmock/gmock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -39,14 +42,20 @@ constexpr uint64_t kSeed = 3;
 // with a thread that expires barrier deadlines as `tern ps` does.
 class InProcessShard {
  public:
-  InProcessShard(uint32_t num_workers, absl::Duration barrier_timeout) {
+  // `security` and `peers`: the server's TLS and who may call
+  // (plaintext, nothing checked, by default).
+  InProcessShard(uint32_t num_workers, absl::Duration barrier_timeout,
+                 net::TransportSecurity security = {},
+                 net::PeerPolicy peers = {}) {
     AggregatorOptions options;
     options.num_workers = num_workers;
     options.barrier_timeout = barrier_timeout;
     aggregator_ = *Aggregator::Create(options, MakeNullLogger());
-    service_ = std::make_unique<PsService>(aggregator_.get(), MakeNullLogger());
+    service_ = std::make_unique<PsService>(aggregator_.get(), MakeNullLogger(),
+                                           std::move(peers));
     net::ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
+    server_options.security = std::move(security);
     absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
         server_options, {{service_.get(), "tern.v1.ParameterServer"}});
     if (server.ok()) {
@@ -68,9 +77,12 @@ class InProcessShard {
 
   bool started() const { return server_ != nullptr && port_ != 0; }
 
-  std::unique_ptr<tern::v1::ParameterServer::Stub> NewStub() const {
-    return tern::v1::ParameterServer::NewStub(net::CreateChannel(
-        absl::StrCat("127.0.0.1:", port_), net::ChannelOptions()));
+  std::unique_ptr<tern::v1::ParameterServer::Stub> NewStub(
+      net::TransportSecurity security = {}) const {
+    net::ChannelOptions options;
+    options.security = std::move(security);
+    return tern::v1::ParameterServer::NewStub(
+        net::CreateChannel(absl::StrCat("127.0.0.1:", port_), options));
   }
 
   Aggregator& aggregator() { return *aggregator_; }
@@ -137,9 +149,10 @@ struct WorkerRun {
 
 // Join, ShareScalers and PushPull of step 0 over the wire.
 WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
-                    uint32_t num_workers) {
+                    uint32_t num_workers,
+                    net::TransportSecurity security = {}) {
   WorkerRun run;
-  const auto stub = shard.NewStub();
+  const auto stub = shard.NewStub(std::move(security));
   const auto codec = TernGrad();
 
   tern::v1::JoinResponse joined;
@@ -339,6 +352,110 @@ TEST(PsServiceTimeoutTest, ABarrierThatTimesOutNamesTheMissingWorker) {
   EXPECT_EQ(status.error_message(),
             "worker 1 did not join shard 0 within 0.3s");
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// Under mTLS a worker's certificate (SAN URI tern://<run>/worker/<id>, as
+// `tern certs` issues) lets it call only as itself.
+class PsServiceIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!net::TestCerts::OpensslAvailable()) GTEST_SKIP() << "no openssl";
+    ASSERT_TRUE(certs_.MakeCa("ca").ok());
+    ASSERT_TRUE(certs_.MakeLeaf("ca", "ps-0", {"tern://run-1/ps/0"}).ok());
+    ASSERT_TRUE(
+        certs_.MakeLeaf("ca", "worker-0", {"tern://run-1/worker/0"}).ok());
+    ASSERT_TRUE(
+        certs_.MakeLeaf("ca", "worker-1", {"tern://run-1/worker/1"}).ok());
+    ASSERT_TRUE(
+        certs_.MakeLeaf("ca", "other-run", {"tern://run-2/worker/1"}).ok());
+    ASSERT_TRUE(certs_.MakeLeaf("ca", "no-uri").ok());
+    const net::TransportSecurity server =
+        net::TransportSecurity::Tls(certs_.Files("ps-0", "ca"));
+    shard_ = std::make_unique<InProcessShard>(
+        2, absl::Seconds(10), server, net::PeerPolicy::For(server, "run-1"));
+    ASSERT_TRUE(shard_->started());
+  }
+
+  net::TransportSecurity As(const std::string& name) const {
+    return net::TransportSecurity::Tls(certs_.Files(name, "ca"));
+  }
+
+  net::TestCerts certs_{absl::StrCat(testing::TempDir(), "/ps_identity")};
+  std::unique_ptr<InProcessShard> shard_;
+};
+
+TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
+  const auto stub = shard_->NewStub(As("worker-1"));
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::JoinResponse joined;
+    const grpc::Status status =
+        stub->Join(&context, MakeJoin(0, 2), &joined);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(status.error_message(), HasSubstr("wrong id"));
+    EXPECT_THAT(status.error_message(), HasSubstr("worker 1 of run 'run-1'"));
+  }
+  {
+    // Had it reached the aggregator, a push before joining would be
+    // FAILED_PRECONDITION.
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::PushPullRequest push;
+    push.set_worker_id(0);
+    tern::v1::PushPullResponse pulled;
+    EXPECT_EQ(stub->PushPull(&context, push, &pulled).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::ShareScalersRequest share;
+    share.set_worker_id(0);
+    tern::v1::ShareScalersResponse shared;
+    EXPECT_EQ(stub->ShareScalers(&context, share, &shared).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::CheckParamsRequest check;
+    check.set_worker_id(0);
+    tern::v1::CheckParamsResponse checked;
+    EXPECT_EQ(stub->CheckParams(&context, check, &checked).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Each as itself: join, share scalers and push-pull a step.
+  std::vector<WorkerRun> runs(2);
+  std::thread zero([&] { runs[0] = RunWorker(*shard_, 0, 2, As("worker-0")); });
+  std::thread one([&] { runs[1] = RunWorker(*shard_, 1, 2, As("worker-1")); });
+  zero.join();
+  one.join();
+  for (const WorkerRun& run : runs) {
+    EXPECT_TRUE(run.status.ok()) << run.status.error_message();
+  }
+  EXPECT_EQ(shard_->aggregator().step(), 1u);
+}
+
+TEST_F(PsServiceIdentityTest, AnotherRunOrNoIdentityIsRefused) {
+  {
+    const auto stub = shard_->NewStub(As("other-run"));
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::JoinResponse joined;
+    const grpc::Status status = stub->Join(&context, MakeJoin(1, 2), &joined);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(status.error_message(), HasSubstr("wrong run"));
+  }
+  {
+    // Chains to the CA, so the handshake passes, but names nobody.
+    const auto stub = shard_->NewStub(As("no-uri"));
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::JoinResponse joined;
+    EXPECT_EQ(stub->Join(&context, MakeJoin(1, 2), &joined).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
 }
 
 }  // namespace
