@@ -11,7 +11,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/net/channel.h"
+#include "common/net/credentials.h"
+#include "common/net/peer_identity.h"
 #include "common/net/server.h"
+#include "common/net/test_certs.h"
 #include "gmock/gmock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -35,12 +38,18 @@ constexpr uint64_t kElements = 37;
 // a thread that ticks the aggregator as `tern global` does.
 class InProcessGs {
  public:
-  explicit InProcessGs(RoundAggregatorOptions options) {
+  // `security` and `peers`: the server's TLS and who may call
+  // (plaintext, nothing checked, by default).
+  explicit InProcessGs(RoundAggregatorOptions options,
+                       net::TransportSecurity security = {},
+                       net::PeerPolicy peers = {}) {
     options.seed = kSeed;
     aggregator_ = *RoundAggregator::Create(options, MakeNullLogger());
-    service_ = std::make_unique<GsService>(aggregator_.get(), MakeNullLogger());
+    service_ = std::make_unique<GsService>(aggregator_.get(), MakeNullLogger(),
+                                           std::move(peers));
     net::ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
+    server_options.security = std::move(security);
     absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
         server_options, {{service_.get(), "tern.v1.GlobalServer"}});
     if (server.ok()) {
@@ -62,11 +71,13 @@ class InProcessGs {
 
   bool started() const { return server_ != nullptr && port_ != 0; }
 
-  std::unique_ptr<tern::v1::GlobalServer::Stub> NewStub() const {
+  std::unique_ptr<tern::v1::GlobalServer::Stub> NewStub(
+      net::TransportSecurity security = {}) const {
     // gRPC's retries (common/net) would resend a held call the service
     // answered UNAVAILABLE; these tests check the service's own answers.
     net::ChannelOptions options;
     options.retry.enabled = false;
+    options.security = std::move(security);
     return tern::v1::GlobalServer::NewStub(net::CreateChannel(
         absl::StrCat("127.0.0.1:", port_), options));
   }
@@ -325,6 +336,43 @@ TEST(GsServiceTest, AHeldCallIsAnsweredUnavailableAfterTheHoldTimeout) {
   EXPECT_THAT(status.error_message(),
               AllOf(HasSubstr("round 1 is held"),
                     HasSubstr("data center 1 (not registered)")));
+}
+
+// Under mTLS an LPS's certificate (tern://<run>/lps/<datacenter>) lets it
+// register and sync only as its own data center.
+TEST(GsServiceIdentityTest, AnLpsActsOnlyAsItsOwnDataCenter) {
+  if (!net::TestCerts::OpensslAvailable()) GTEST_SKIP() << "no openssl";
+  net::TestCerts certs(absl::StrCat(testing::TempDir(), "/gs_identity"));
+  ASSERT_TRUE(certs.MakeCa("ca").ok());
+  ASSERT_TRUE(certs.MakeLeaf("ca", "global", {"tern://run-1/global/0"}).ok());
+  ASSERT_TRUE(certs.MakeLeaf("ca", "lps-1", {"tern://run-1/lps/1"}).ok());
+  ASSERT_TRUE(certs.MakeLeaf("ca", "worker-1", {"tern://run-1/worker/1"}).ok());
+  const auto as = [&](const std::string& name) {
+    return net::TransportSecurity::Tls(certs.Files(name, "ca"));
+  };
+  InProcessGs gs(Options(2), as("global"),
+                 net::PeerPolicy::For(as("global"), "run-1"));
+  ASSERT_TRUE(gs.started());
+  const auto lps = gs.NewStub(as("lps-1"));
+  tern::v1::RegisterResponse registered;
+  grpc::Status status = Register(lps.get(), Registration(0, 2), &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("wrong id"));
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::SyncRoundRequest sync;
+    sync.set_datacenter(0);
+    tern::v1::SyncRoundResponse answer;
+    EXPECT_EQ(lps->SyncRound(&context, sync, &answer).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  status = Register(gs.NewStub(as("worker-1")).get(), Registration(1, 2),
+                    &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("wrong role"));
+  status = Register(lps.get(), Registration(1, 2), &registered);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace
