@@ -81,6 +81,18 @@ absl::StatusOr<std::string> DialAddress(bool emulate_wan,
                    " (a DC reaches the GS's region, or its own)"));
 }
 
+std::vector<std::string> DialHosts(bool emulate_wan, absl::string_view region,
+                                   uint32_t datacenters) {
+  std::vector<std::string> hosts = {"127.0.0.1"};
+  if (!emulate_wan || region != kGsRegion) return hosts;
+  for (uint32_t d = 0; d < datacenters && d < kMaxWanDatacenters; ++d) {
+    absl::StatusOr<std::string> address =
+        DialAddress(true, kGsRegion, DcRegion(d), 1);
+    if (address.ok()) hosts.push_back(address->substr(0, address->rfind(':')));
+  }
+  return hosts;
+}
+
 std::string ReportFileOf(const std::string& out_dir, absl::string_view name) {
   return absl::StrCat(out_dir, "/", absl::StrReplaceAll(name, {{"/", "-"}}),
                       ".report.json");

@@ -79,6 +79,14 @@ absl::StatusOr<std::string> DialAddress(bool emulate_wan,
                                         absl::string_view dialer,
                                         uint32_t port);
 
+// The hosts (no ports) at which the run's processes dial a listener in
+// `region`: 127.0.0.1, and under an emulated WAN for the GS's region also
+// 10.77.<d>.1 for every data center d < `datacenters` (DialAddress). What a
+// server's certificate must name for the TLS host check (`tern launch
+// --tls`).
+std::vector<std::string> DialHosts(bool emulate_wan, absl::string_view region,
+                                   uint32_t datacenters);
+
 // argv (without the program) of shard `shard`: listen on a free port
 // (loopback; any interface in the GS's region of an emulated WAN) and
 // report it in `port_file`.

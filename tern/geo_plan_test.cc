@@ -193,6 +193,17 @@ TEST(AddressTest, LoopbackWithoutWanLinksWithIt) {
   EXPECT_FALSE(DialAddress(true, kGsRegion, "dcx", 1).ok());
 }
 
+// Every address DialAddress gives a dialer of the GS's region, and only
+// those: a certificate naming them passes the TLS host check.
+TEST(AddressTest, DialHostsAreWhereTheRegionIsDialed) {
+  EXPECT_THAT(DialHosts(false, kGsRegion, 3), ElementsAre("127.0.0.1"));
+  EXPECT_THAT(DialHosts(true, kGsRegion, 3),
+              ElementsAre("127.0.0.1", "10.77.0.1", "10.77.1.1", "10.77.2.1"));
+  EXPECT_THAT(DialHosts(true, kGsRegion, 0), ElementsAre("127.0.0.1"));
+  // An LPS is dialed from its own region only: loopback.
+  EXPECT_THAT(DialHosts(true, "dc1", 3), ElementsAre("127.0.0.1"));
+}
+
 TEST(CommandLineTest, ReportFilesAreNamedAfterTheServer) {
   EXPECT_EQ(ReportFileOf("/o", "lps/2"), "/o/lps-2.report.json");
   EXPECT_EQ(ReportFileOf("runs/x", "global"), "runs/x/global.report.json");

@@ -16,6 +16,7 @@
 #include "tern/geo_plan.h"
 #include "tern/launch_context.h"
 #include "tern/launch_report.h"
+#include "tern/launch_tls.h"
 #include "tern/metrics_file.h"
 #include "tern/progress.h"
 #include "tern/server_startup.h"
@@ -57,14 +58,26 @@ std::string ReadSelfPath() {
   return error ? std::string("tern") : path.string();
 }
 
-// The output directory and, under --emulate_wan, the tern-wan script, into
-// `run`. An error to print when either cannot be had.
+// The output directory, under --tls the run's certificates, and under
+// --emulate_wan the tern-wan script, into `run`. An error to print when one
+// cannot be had.
 absl::Status PrepareRun(absl::Time start, const std::string& self,
                         LaunchContext* run) {
   absl::StatusOr<std::string> out_dir =
       MakeOutDir(run->options->out_dir, start);
   if (!out_dir.ok()) return out_dir.status();
   run->out_dir = *out_dir;
+  if (run->options->tls) {
+    const std::string tls_dir = TlsDirOf(run->out_dir);
+    if (absl::Status status = WriteLaunchCerts(*run->options, tls_dir);
+        !status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("--tls: ", status.message()));
+    }
+    run->tls_dir = tls_dir;
+    run->console->Note(absl::StrCat(
+        "mutual TLS: the run's CA and certificates are in ", tls_dir));
+  }
   if (!run->wan()) return absl::OkStatus();
   std::error_code ignored;
   absl::StatusOr<std::string> script =
@@ -83,12 +96,18 @@ std::vector<size_t> StartWorkers(const LaunchContext& run,
   for (uint32_t g = 0; run.outcome->ok() && g < options.workers; ++g) {
     const std::string metrics =
         absl::StrCat(run.out_dir, "/worker-", g, ".jsonl");
-    std::optional<size_t> index = run.children->SpawnTern(
-        absl::StrCat("worker/", g), DcRegion(PlaceWorker(options, g).datacenter),
+    std::vector<std::string> args =
         UsesLps(run.mode)
             ? LpsWorkerArgs(options, g, targets[g], metrics)
-            : WorkerArgs(options, g, absl::StrSplit(targets[g], ','), metrics),
-        ChildRole::kWorker);
+            : WorkerArgs(options, g, absl::StrSplit(targets[g], ','), metrics);
+    // Worker g is worker-<g> in every mode, whatever --worker_id its LPS
+    // gives it.
+    for (std::string& arg : TlsArgs(run.tls_dir, certs::Role::kWorker, g)) {
+      args.push_back(std::move(arg));
+    }
+    std::optional<size_t> index = run.children->SpawnTern(
+        absl::StrCat("worker/", g), DcRegion(PlaceWorker(options, g).datacenter),
+        args, ChildRole::kWorker);
     if (!index.has_value()) break;
     workers.push_back(*index);
   }
@@ -150,6 +169,9 @@ int RunJob(const LaunchContext& run, absl::Time launch_start) {
 absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root) {
   if (absl::Status status = ValidateGeoOptions(options, is_root);
       !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateLaunchTls(options); !status.ok()) {
     return status;
   }
   const LaunchOptions resolved = ResolveLaunchOptions(options);

@@ -19,6 +19,8 @@
 //   global.report.json, lps-<d>.report.json   what the GS and the LPSs
 //                      report as they stop (common/records/server_report.h)
 //   summary.json       the final summary (tern/run_summary.h)
+//   tls/               --tls: the run's CA and each child's certificate and
+//                      key (tern/launch_tls.h)
 //
 // The parts, one file each: launch_flags.cc (the flags), console.h (what it
 // prints while running), child_supervisor.h (the children and what their

@@ -20,6 +20,7 @@ struct LaunchContext {
   GeoMode mode = GeoMode::kNone;  // options->geo.mode
   std::string out_dir;
   std::string wan_script;  // "" unless --emulate_wan
+  std::string tls_dir;     // OUT/tls under --tls, "" otherwise
   Console* console = nullptr;
   LaunchOutcome* outcome = nullptr;
   ChildSupervisor* children = nullptr;

@@ -90,11 +90,21 @@ void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
           "report when worker 0 first evaluates at or above this test "
           "accuracy (a fraction; 0: not reported)")
       ->check(CLI::Range(0.0, 1.0));
+  app->add_flag("--tls", options->tls,
+                "mutual TLS on every link: make the run's CA and a "
+                "certificate per process (ps-<i> or global and lps-<d>, "
+                "worker-<g>; SAN tern://<run_id>/<role>/<id>) in "
+                "OUT/tls and start each child with its own --tls_cert, "
+                "--tls_key and the CA as --tls_ca (to use your own PKI "
+                "instead, run the processes with TERN_TLS_*)")
+      ->envname("TERN_TLS")
+      ->group("Launch");
 }
 
-// The worker's TLS flags, which launch does not take (yet): it would pass
-// them to the workers only, cutting them off from plaintext shards.
-// Children inherit TERN_TLS_* from launch's environment, all alike.
+// The worker's TLS flags, which launch does not take: it would pass them
+// to the workers only, cutting them off from plaintext shards. --tls gives
+// every child its own files; without it children inherit TERN_TLS_* from
+// launch's environment, all alike.
 constexpr const char* kTlsWorkerFlags[] = {"tls_cert", "tls_key", "tls_ca"};
 
 // The job's flags are the worker's own definitions (one source of truth);

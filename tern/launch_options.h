@@ -55,6 +55,9 @@ struct LaunchOptions {
   // The summary reports when worker 0 first evaluated at or above this test
   // accuracy (0: not reported).
   double target_accuracy = 0;
+  // --tls: the launcher makes the run's CA and certificates in OUT/tls and
+  // every link is mutual TLS (tern/launch_tls.h).
+  bool tls = false;
   GeoOptions geo;
   // The job: the worker flags, parsed by the worker's own flag definitions.
   worker::WorkerOptions job;

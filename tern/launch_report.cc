@@ -104,12 +104,24 @@ int FinishRun(const LaunchContext& run, const JobTimes& times) {
   CheckReplicas(run, training, report);
   outcome.wall_s = absl::ToDoubleSeconds(absl::Now() - times.launch_start);
   const std::string summary_path = absl::StrCat(run.out_dir, "/summary.json");
-  if (absl::Status status = records::WriteJsonFile(
-          summary_path, SummaryDocument(outcome, training, report));
+  nlohmann::ordered_json document = SummaryDocument(outcome, training, report);
+  // --tls: every link was mutual TLS with the run's certificates (null:
+  // plaintext, or whatever TERN_TLS_* the children inherited).
+  nlohmann::ordered_json tls = nullptr;
+  if (!run.tls_dir.empty()) {
+    tls = {{"mutual", true}, {"certs_dir", run.tls_dir}};
+  }
+  document["tls"] = tls;
+  if (absl::Status status = records::WriteJsonFile(summary_path, document);
       !status.ok()) {
     run.console->Note(absl::StrCat("warning: ", status.message()));
   }
-  std::fputs(SummaryText(outcome, training, report).c_str(), stdout);
+  std::string text = SummaryText(outcome, training, report);
+  if (!run.tls_dir.empty()) {
+    absl::StrAppend(&text, "  tls             mutual TLS on every link, "
+                    "certificates in ", run.tls_dir, "\n");
+  }
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   return outcome.exit_code;
 }

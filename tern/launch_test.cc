@@ -119,14 +119,27 @@ TEST_F(LaunchFlagsTest, FlagsLaunchSetsItselfAreRejected) {
   }
 }
 
-// Launch hands out no certificates yet: --tls_* would reach the workers
-// and not their shards.
-TEST_F(LaunchFlagsTest, TlsFlagsAreNotLaunchFlagsYet) {
+// --tls_* would reach the workers and not their shards: --tls gives every
+// child its own certificate instead.
+TEST_F(LaunchFlagsTest, TlsFilesAreNotLaunchFlags) {
   for (const char* flag : {"--tls_cert=/a.pem", "--tls_key=/a.key",
                            "--tls_ca=/ca.pem"}) {
     SCOPED_TRACE(flag);
     EXPECT_THROW(Parse({flag}), CLI::ExtrasError);
   }
+}
+
+// --tls is launch's own flag, off by default; no worker gets it.
+TEST_F(LaunchFlagsTest, TlsIsALaunchFlag) {
+  Parse({});
+  EXPECT_FALSE(options_.tls);
+  Parse({"--tls", "--run_id=r1"});
+  EXPECT_TRUE(options_.tls);
+  EXPECT_THAT(options_.worker_args, ElementsAre("--run_id=r1"));
+  EXPECT_TRUE(ValidateLaunchOptions(options_, false).ok());
+  Parse({"--tls", "--run_id=no/slash"});
+  EXPECT_THAT(ValidateLaunchOptions(options_, false).message(),
+              HasSubstr("--run_id"));
 }
 
 TEST_F(LaunchFlagsTest, BadValuesNameTheFlag) {

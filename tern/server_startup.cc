@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/process/exit_codes.h"
+#include "tern/launch_tls.h"
 
 namespace tern {
 namespace {
@@ -23,6 +25,16 @@ struct ServerSpec {
   std::vector<std::string> args;
   std::string port_file;
 };
+
+// `args` with the TLS flags of identity `role`/`id` under --tls.
+std::vector<std::string> WithTls(const LaunchContext& run,
+                                 std::vector<std::string> args,
+                                 certs::Role role, uint32_t id) {
+  for (std::string& arg : TlsArgs(run.tls_dir, role, id)) {
+    args.push_back(std::move(arg));
+  }
+  return args;
+}
 
 // Notes and records the servers that have no port yet as not serving.
 void FailUnserved(const LaunchContext& run,
@@ -99,8 +111,10 @@ void StartShards(const LaunchContext& run, StartedServers* started) {
   for (uint32_t s = 0; s < options.shards; ++s) {
     const std::string name = absl::StrCat("ps/", s);
     const std::string port_file = PortFileOf(run.out_dir, name);
-    shards.push_back(
-        {name, kGsRegion, ShardArgs(options, s, port_file), port_file});
+    shards.push_back({name, kGsRegion,
+                      WithTls(run, ShardArgs(options, s, port_file),
+                              certs::Role::kPs, s),
+                      port_file});
   }
   std::optional<std::vector<uint32_t>> ports =
       StartAndAwait(run, shards, &started->first_tier);
@@ -131,8 +145,10 @@ void StartLpss(const LaunchContext& run, uint32_t gs_port,
     const std::string name = absl::StrCat("lps/", d);
     const std::string port_file = PortFileOf(run.out_dir, name);
     lpss.push_back({name, DcRegion(d),
-                    LpsArgs(options, d, *gs_address, port_file,
-                            ReportFileOf(run.out_dir, name)),
+                    WithTls(run,
+                            LpsArgs(options, d, *gs_address, port_file,
+                                    ReportFileOf(run.out_dir, name)),
+                            certs::Role::kLps, d),
                     port_file});
   }
   run.console->Note(absl::StrCat("global server serving on port ", gs_port));
@@ -157,8 +173,10 @@ void StartGlobalServerAndLpss(const LaunchContext& run,
   std::optional<std::vector<uint32_t>> gs_port =
       StartAndAwait(run,
                     {{name, kGsRegion,
-                      GlobalServerArgs(*run.options, port_file,
-                                       ReportFileOf(run.out_dir, name)),
+                      WithTls(run,
+                              GlobalServerArgs(*run.options, port_file,
+                                               ReportFileOf(run.out_dir, name)),
+                              certs::Role::kGlobal, 0),
                       port_file}},
                     &started->first_tier);
   if (gs_port.has_value()) StartLpss(run, gs_port->front(), started);

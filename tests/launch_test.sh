@@ -8,6 +8,8 @@
 #   - push and pull bytes per step match the sizes computed here from the
 #     model's tensor sizes and the partition rule (2-bit codes + a scaler per
 #     chunk; sums of 3 codes in ceil(log2 7) = 3 bits + a scaler);
+# with --tls, every link mutual TLS with the run's own certificates (a
+# plaintext client is refused by its shard);
 # and how it fails: a bad flag gives exit 1 and names the flag; Ctrl-C,
 # SIGTERM or SIGKILL of launch leaves no child running.
 #
@@ -128,6 +130,82 @@ print(f"push {summary['push_bytes_per_step']:.0f} B/step (expected {push_expecte
       f"{summary['push_ratio_vs_fp32']:.2f}x / {summary['pull_ratio_vs_fp32']:.2f}x "
       f"less than fp32")
 PY
+
+# --------------------------------------------------------------- --tls ---
+# `tern launch --tls` makes the run's CA and a certificate per identity in
+# OUT/tls and every link is mutual TLS: the run trains to identical replicas,
+# and while its shard serves (the workers take seconds to join) a client
+# with a worker's certificate is answered, a plaintext one or one without a
+# certificate is not.
+OUT_TLS="$TMP/tls-run"
+"$TERN" launch --tls --shards 1 --workers 2 --dataset synthetic --model lenet \
+  --steps 12 --eval_every 0 --batch_size 8 --out_dir "$OUT_TLS" \
+  >"$TMP/tls.txt" 2>"$TMP/tls.err" &
+tls_pid=$!
+deadline=$((SECONDS + 60))
+until [[ -s "$OUT_TLS/ps-0.port" ]]; do
+  kill -0 "$tls_pid" 2>/dev/null || break
+  [[ $SECONDS -lt $deadline ]] || { kill -TERM "$tls_pid"; fail "--tls: no ps-0.port"; }
+  sleep 0.05
+done
+if [[ -s "$OUT_TLS/ps-0.port" ]] && kill -0 "$tls_pid" 2>/dev/null; then
+  shard="127.0.0.1:$(cat "$OUT_TLS/ps-0.port")"
+  as_worker=(--tls_cert "$OUT_TLS/tls/worker-0.pem"
+             --tls_key "$OUT_TLS/tls/worker-0.key"
+             --tls_ca "$OUT_TLS/tls/ca.pem")
+  # At once: each `tern health` takes a second or two to start and fail,
+  # and the shard serves only until the workers are done.
+  "$TERN" health "$shard" --timeout 10 "${as_worker[@]}" >"$TMP/h1" 2>&1 &
+  h1=$!
+  "$TERN" health "$shard" --timeout 2 >"$TMP/h2" 2>&1 &
+  h2=$!
+  "$TERN" health "$shard" --timeout 2 --tls_ca "$OUT_TLS/tls/ca.pem" \
+    >"$TMP/h3" 2>&1 &
+  h3=$!
+  wait "$h1" || { cat "$TMP/h1" >&2; fail "--tls: health with the worker's certificate failed"; }
+  if wait "$h2"; then fail "--tls: a plaintext client got an answer from the shard"; fi
+  if wait "$h3"; then
+    fail "--tls: a client without a certificate got an answer from the shard"
+  fi
+  # The shard still served: the refusals were TLS's, not a stopped shard's.
+  "$TERN" health "$shard" --timeout 10 "${as_worker[@]}" >"$TMP/h1" 2>&1 ||
+    { cat "$TMP/h1" >&2; fail "--tls: the shard stopped before the checks ended"; }
+  echo "--tls: the shard answers a worker's certificate, refuses plaintext and no certificate"
+else
+  fail "--tls: the run ended before its shard could be asked"
+fi
+rc=0
+wait "$tls_pid" || rc=$?
+if [[ $rc -ne 0 ]]; then
+  show "$TMP/tls.err" 80
+  show "$TMP/tls.txt"
+  fail "tern launch --tls exited $rc"
+fi
+cat "$TMP/tls.txt"
+grep -q '^  tls  *mutual TLS on every link' "$TMP/tls.txt" ||
+  fail "--tls: the summary does not say TLS was on"
+for f in ca.pem ca.key ps-0.pem ps-0.key worker-0.pem worker-0.key \
+         worker-1.pem worker-1.key; do
+  [[ -s "$OUT_TLS/tls/$f" ]] || fail "--tls: $OUT_TLS/tls/$f is missing"
+done
+for f in ps-1.pem worker-2.pem global.pem lps-0.pem; do
+  [[ ! -e "$OUT_TLS/tls/$f" ]] || fail "--tls: $f is not an identity of the run"
+done
+[[ $(stat -c %a "$OUT_TLS/tls/ps-0.key") == 600 ]] || fail "--tls: ps-0.key is not 0600"
+python3 - "$OUT_TLS" <<'PY'
+import json, sys
+out = sys.argv[1]
+with open(f"{out}/summary.json") as f:
+    summary = json.load(f)
+if summary["status"] != "ok" or summary["checksums_agree"] is not True:
+    sys.exit(f"FAIL: --tls summary {summary}")
+if summary["workers_finished"] != 2 or summary["steps"] != 12:
+    sys.exit(f"FAIL: --tls run did not finish: {summary}")
+tls = summary.get("tls")
+if not tls or tls.get("mutual") is not True or tls.get("certs_dir") != f"{out}/tls":
+    sys.exit(f"FAIL: summary.json tls = {tls}")
+PY
+grep -q '"tls": null' "$OUT/summary.json" || fail "a plaintext run's summary says tls"
 
 # ------------------------------------------------------ configuration ---
 expect_config_error() {
