@@ -1,5 +1,7 @@
 #include "server/lps_service.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -9,14 +11,24 @@
 
 namespace tern::server {
 
-LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers)
-    : lps_(lps), logger_(std::move(logger)), peers_(std::move(peers)) {}
+LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers,
+                       uint64_t first_worker)
+    : lps_(lps),
+      logger_(std::move(logger)),
+      peers_(std::move(peers)),
+      first_worker_(first_worker) {}
 
 bool LpsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,
                    uint32_t worker) const {
+  const uint64_t identity = first_worker_ + worker;
+  // No certificate names an id beyond 32 bits: such a caller is no worker.
   const absl::Status status =
-      net::CheckCaller(*context, peers_, net::PeerRole::kWorker, worker);
+      identity > std::numeric_limits<uint32_t>::max()
+          ? absl::PermissionDeniedError(absl::StrCat(
+                "worker ", worker, " of this data center has no identity"))
+          : net::CheckCaller(*context, peers_, net::PeerRole::kWorker,
+                             static_cast<uint32_t>(identity));
   if (status.ok()) return true;
   logger_->warn("{} as worker {} refused: {}", method, worker,
                 std::string(status.message()));

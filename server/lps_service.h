@@ -24,11 +24,16 @@ namespace tern::server {
 class LpsService final : public tern::v1::ParameterServer::CallbackService {
  public:
   // `peers`: who may call (PeerPolicy::For the server's TLS and --run_id);
-  // under mTLS every method's caller must be worker <worker_id field>,
-  // else PERMISSION_DENIED (UNAUTHENTICATED without an identity) before
-  // anything reaches the LocalPs. The default checks nothing
-  // (plaintext).
-  LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers = {});
+  // under mTLS every method's caller must be worker
+  // <first_worker + worker_id field>, else PERMISSION_DENIED
+  // (UNAUTHENTICATED without an identity) before anything reaches the
+  // LocalPs. A worker's identity is its index in the whole run, so that a
+  // worker of one data center cannot act as one of another's:
+  // first_worker = datacenter * num_workers (tern launch --geo numbers its
+  // workers so, and `tern certs` issues worker-<g> for each). The default
+  // checks nothing (plaintext).
+  LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers = {},
+             uint64_t first_worker = 0);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const tern::v1::JoinRequest* request,
@@ -56,6 +61,7 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
   LocalPs* const lps_;
   const Logger logger_;
   const net::PeerPolicy peers_;
+  const uint64_t first_worker_;
 };
 
 }  // namespace tern::server

@@ -130,7 +130,9 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
     logger->error("{}", std::string(lps.status().message()));
     return process::kExitPermanent;
   }
-  LpsService service(lps->get(), logger, Peers(options));
+  LpsService service(
+      lps->get(), logger, Peers(options),
+      static_cast<uint64_t>(options.datacenter) * options.num_workers);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   if (!server.ok()) return process::ExitCodeFor(server.status());

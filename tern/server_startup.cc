@@ -26,13 +26,16 @@ struct ServerSpec {
   std::string port_file;
 };
 
-// `args` with the TLS flags of identity `role`/`id` under --tls.
+// `args` with the TLS flags of identity `role`/`id` under --tls, and the
+// run's id, which a server then requires of every caller's certificate.
 std::vector<std::string> WithTls(const LaunchContext& run,
                                  std::vector<std::string> args,
                                  certs::Role role, uint32_t id) {
+  if (run.tls_dir.empty()) return args;
   for (std::string& arg : TlsArgs(run.tls_dir, role, id)) {
     args.push_back(std::move(arg));
   }
+  args.push_back(absl::StrCat("--run_id=", run.options->job.run_id));
   return args;
 }
 

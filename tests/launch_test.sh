@@ -207,6 +207,23 @@ if not tls or tls.get("mutual") is not True or tls.get("certs_dir") != f"{out}/t
 PY
 grep -q '"tls": null' "$OUT/summary.json" || fail "a plaintext run's summary says tls"
 
+# ----------------------------------------------------- --geo with --tls ---
+# A WeightGrad run over mTLS: the LPS of data center d admits its worker w
+# only with the certificate of worker d * W + w, the worker's index in the
+# run (server/lps_service.h), and the global server each LPS only as itself.
+OUT_GEO_TLS="$TMP/geo-tls-run"
+"$TERN" launch --tls --geo weightgrad --datacenters 2 --workers_per_dc 1 \
+  --dataset synthetic --model lenet --steps 6 --eval_every 0 \
+  --out_dir "$OUT_GEO_TLS" >"$TMP/geo-tls.txt" 2>"$TMP/geo-tls.err" ||
+  { show "$TMP/geo-tls.err" 80; fail "tern launch --tls --geo weightgrad failed"; }
+grep -q 'LPS checksums agree' "$TMP/geo-tls.txt" ||
+  { cat "$TMP/geo-tls.txt"; fail "--tls --geo: the LPSs do not agree"; }
+if grep -q 'refused' "$OUT_GEO_TLS"/lps-*.log; then
+  grep 'refused' "$OUT_GEO_TLS"/lps-*.log >&2
+  fail "--tls --geo: an LPS refused one of the run's own workers"
+fi
+echo "--tls --geo weightgrad: 2 data centers x 1 worker over mTLS, LPSs agree"
+
 # ------------------------------------------------------ configuration ---
 expect_config_error() {
   local what=$1 needle=$2
