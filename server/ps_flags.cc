@@ -150,7 +150,10 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
       ->default_str(WeightCodecName(o->weight_codec));
 }
 
-absl::Status ValidatePsOptions(const PsOptions& o) {
+namespace {
+
+// The checks of the flags every --mode has.
+absl::Status ValidateServingOptions(const PsOptions& o) {
   if (!IsHostPort(o.listen)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
@@ -202,7 +205,12 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
       !status.ok()) {
     return status;
   }
-  if (o.mode == RunMode::kTernGrad) return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+// The checks of a local parameter server's own flags (--mode=weightgrad or
+// gaia).
+absl::Status ValidateLpsOptions(const PsOptions& o) {
   if (o.num_shards != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--num_shards=", o.num_shards, " with --mode=", RunModeName(o.mode),
@@ -240,6 +248,16 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
                      " is not one of ", WeightCodecNames()));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePsOptions(const PsOptions& o) {
+  if (absl::Status status = ValidateServingOptions(o); !status.ok()) {
+    return status;
+  }
+  if (o.mode == RunMode::kTernGrad) return absl::OkStatus();
+  return ValidateLpsOptions(o);
 }
 
 }  // namespace tern::server
