@@ -152,14 +152,15 @@ WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
                     uint32_t num_workers,
                     net::TransportSecurity security = {}) {
   WorkerRun run;
-  const auto stub = shard.NewStub(std::move(security));
+  const auto shard_client = shard.NewStub(std::move(security));
   const auto codec = TernGrad();
 
   tern::v1::JoinResponse joined;
   {
     grpc::ClientContext context;
     SetDeadline(&context);
-    run.status = stub->Join(&context, MakeJoin(worker, num_workers), &joined);
+    run.status =
+        shard_client->Join(&context, MakeJoin(worker, num_workers), &joined);
     if (!run.status.ok()) return run;
   }
   run.chunk_keys.assign(joined.chunk_keys().begin(), joined.chunk_keys().end());
@@ -185,7 +186,7 @@ WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
   {
     grpc::ClientContext context;
     SetDeadline(&context);
-    run.status = stub->ShareScalers(&context, share, &shared);
+    run.status = shard_client->ShareScalers(&context, share, &shared);
     if (!run.status.ok()) return run;
   }
   run.push.set_worker_id(worker);
@@ -203,7 +204,7 @@ WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
   }
   grpc::ClientContext context;
   SetDeadline(&context);
-  run.status = stub->PushPull(&context, run.push, &run.pull);
+  run.status = shard_client->PushPull(&context, run.push, &run.pull);
   return run;
 }
 
@@ -263,12 +264,12 @@ INSTANTIATE_TEST_SUITE_P(Workers, PsServiceTest, ::testing::Values(2u, 3u));
 TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
   InProcessShard shard(1, absl::Seconds(10));
   ASSERT_TRUE(shard.started());
-  const auto stub = shard.NewStub();
+  const auto shard_client = shard.NewStub();
   {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
-    ASSERT_TRUE(stub->Join(&context, MakeJoin(0, 1), &joined).ok());
+    ASSERT_TRUE(shard_client->Join(&context, MakeJoin(0, 1), &joined).ok());
   }
   {
     // A mismatching second join of the same worker (a rejoin).
@@ -277,7 +278,7 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
-    const grpc::Status status = stub->Join(&context, other, &joined);
+    const grpc::Status status = shard_client->Join(&context, other, &joined);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_THAT(status.error_message(),
                 HasSubstr("seed 99 of worker 0 differs from 3 of worker 0"));
@@ -295,7 +296,7 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::ShareScalersResponse shared;
-    ASSERT_TRUE(stub->ShareScalers(&context, share, &shared).ok());
+    ASSERT_TRUE(shard_client->ShareScalers(&context, share, &shared).ok());
   }
   {
     tern::v1::PushPullRequest push;
@@ -305,7 +306,7 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::PushPullResponse pull;
-    const grpc::Status status = stub->PushPull(&context, push, &pull);
+    const grpc::Status status = shard_client->PushPull(&context, push, &pull);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(status.error_message(),
               "step 0: chunk 99 of worker 0 is not a chunk of shard 0");
@@ -320,7 +321,7 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::PushPullResponse pull;
-    const grpc::Status status = stub->PushPull(&context, push, &pull);
+    const grpc::Status status = shard_client->PushPull(&context, push, &pull);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(status.error_message(),
               "step 0: chunk 1 of worker 0: unknown codec 42");
@@ -331,7 +332,8 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::CheckParamsResponse response;
-    const grpc::Status status = stub->CheckParams(&context, check, &response);
+    const grpc::Status status =
+        shard_client->CheckParams(&context, check, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("unknown worker 7"));
   }
@@ -340,14 +342,15 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
 TEST(PsServiceTimeoutTest, ABarrierThatTimesOutNamesTheMissingWorker) {
   InProcessShard shard(2, absl::Milliseconds(300));
   ASSERT_TRUE(shard.started());
-  const auto stub = shard.NewStub();
+  const auto shard_client = shard.NewStub();
   // Worker 0 joins alone: its join expires on the shard's barrier timeout,
   // well before the RPC's own deadline.
   grpc::ClientContext context;
   SetDeadline(&context);
   tern::v1::JoinResponse joined;
   const absl::Time start = absl::Now();
-  const grpc::Status status = stub->Join(&context, MakeJoin(0, 2), &joined);
+  const grpc::Status status =
+      shard_client->Join(&context, MakeJoin(0, 2), &joined);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_EQ(status.error_message(),
             "worker 1 did not join shard 0 within 0.3s");
@@ -385,13 +388,13 @@ class PsServiceIdentityTest : public ::testing::Test {
 };
 
 TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
-  const auto stub = shard_->NewStub(As("worker-1"));
+  const auto shard_client = shard_->NewStub(As("worker-1"));
   {
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
     const grpc::Status status =
-        stub->Join(&context, MakeJoin(0, 2), &joined);
+        shard_client->Join(&context, MakeJoin(0, 2), &joined);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_THAT(status.error_message(), HasSubstr("wrong id"));
     EXPECT_THAT(status.error_message(), HasSubstr("worker 1 of run 'run-1'"));
@@ -404,7 +407,7 @@ TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
     tern::v1::PushPullRequest push;
     push.set_worker_id(0);
     tern::v1::PushPullResponse pulled;
-    EXPECT_EQ(stub->PushPull(&context, push, &pulled).error_code(),
+    EXPECT_EQ(shard_client->PushPull(&context, push, &pulled).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
   {
@@ -413,7 +416,7 @@ TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
     tern::v1::ShareScalersRequest share;
     share.set_worker_id(0);
     tern::v1::ShareScalersResponse shared;
-    EXPECT_EQ(stub->ShareScalers(&context, share, &shared).error_code(),
+    EXPECT_EQ(shard_client->ShareScalers(&context, share, &shared).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
   {
@@ -422,7 +425,7 @@ TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
     tern::v1::CheckParamsRequest check;
     check.set_worker_id(0);
     tern::v1::CheckParamsResponse checked;
-    EXPECT_EQ(stub->CheckParams(&context, check, &checked).error_code(),
+    EXPECT_EQ(shard_client->CheckParams(&context, check, &checked).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
   // Each as itself: join, share scalers and push-pull a step.
@@ -439,21 +442,23 @@ TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
 
 TEST_F(PsServiceIdentityTest, AnotherRunOrNoIdentityIsRefused) {
   {
-    const auto stub = shard_->NewStub(As("other-run"));
+    const auto shard_client = shard_->NewStub(As("other-run"));
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
-    const grpc::Status status = stub->Join(&context, MakeJoin(1, 2), &joined);
+    const grpc::Status status =
+        shard_client->Join(&context, MakeJoin(1, 2), &joined);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_THAT(status.error_message(), HasSubstr("wrong run"));
   }
   {
     // Chains to the CA, so the handshake passes, but names nobody.
-    const auto stub = shard_->NewStub(As("no-uri"));
+    const auto shard_client = shard_->NewStub(As("no-uri"));
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
-    EXPECT_EQ(stub->Join(&context, MakeJoin(1, 2), &joined).error_code(),
+    EXPECT_EQ(
+        shard_client->Join(&context, MakeJoin(1, 2), &joined).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
   }
 }

@@ -45,12 +45,13 @@ struct Answer {
 
 // One Check call over `channel`.
 Answer CheckOver(const std::shared_ptr<grpc::Channel>& channel) {
-  auto stub = Health::NewStub(channel);
+  auto health_client = Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   HealthCheckResponse response;
   Answer answer;
-  answer.status = stub->Check(&context, HealthCheckRequest(), &response);
+  answer.status =
+      health_client->Check(&context, HealthCheckRequest(), &response);
   if (answer.status.ok() &&
       response.status() != HealthCheckResponse::SERVING) {
     answer.status = grpc::Status(grpc::StatusCode::UNKNOWN, "not SERVING");
