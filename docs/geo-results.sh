@@ -9,6 +9,7 @@
 #                       [--model lenet] [--dataset fashion-mnist]
 #                       [--steps N] [--eval_every N] [--target ACC]
 #                       [--sync_every N] [--emulate_wan] [--wan_mbit W]
+#                       [--insecure]
 #                       [--out DIR] [--tern PATH] [--table_only]
 #                       [-- extra launch flags]
 #
@@ -16,7 +17,8 @@
 # target 0.75, seed 7 (docs/geo-results.md). --emulate_wan (root only)
 # runs every mode over deploy/wan/tern-wan's emulated WAN, by default 10x
 # slower than its nominal
-# 1 GbE LAN (100 mbit/s per link; --wan_mbit changes it). Columns: worker
+# 1 GbE LAN (100 mbit/s per link; --wan_mbit changes it), with mutual TLS
+# on every link (`tern launch --tls`; --insecure: plaintext). Columns: worker
 # 0's final test accuracy; WAN bytes (baseline/terngrad: every worker
 # message, as the shards sit in the GS's region; gaia/weightgrad: the
 # LPS<->GS payloads); the job's wall time (launch's own WAN setup
@@ -44,6 +46,7 @@ target=0.75
 sync_every=""
 emulate_wan=0
 wan_mbit=""
+transport=--tls
 out=runs/geo-results
 tern=bazel-bin/tern/tern
 extra=()
@@ -51,7 +54,7 @@ table_only=0
 export TERN_BARRIER_TIMEOUT_S=${TERN_BARRIER_TIMEOUT_S:-180}
 export TERN_RPC_TIMEOUT_S=${TERN_RPC_TIMEOUT_S:-240}
 
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -66,6 +69,7 @@ while [[ $# -gt 0 ]]; do
     --sync_every) sync_every="$2"; shift 2 ;;
     --emulate_wan) emulate_wan=1; shift ;;
     --wan_mbit) wan_mbit="$2"; shift 2 ;;
+    --insecure) transport=--insecure; shift ;;
     --out) out="$2"; shift 2 ;;
     --tern) tern="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
@@ -93,7 +97,7 @@ flags_of() {
     flags+=(--sync_every "$sync_every")
   fi
   if [[ "$emulate_wan" == 1 ]]; then
-    flags+=(--emulate_wan --wan_prefix tern-geo-)
+    flags+=(--emulate_wan --wan_prefix tern-geo- "$transport")
     [[ -z "$wan_mbit" ]] || flags+=(--wan_mbit "$wan_mbit")
   fi
   printf '%s\n' "${flags[@]}"

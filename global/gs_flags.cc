@@ -10,6 +10,7 @@
 #include "common/flags/flags.h"
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
+#include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 
 namespace tern::global {
@@ -65,6 +66,7 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
        "off")
       ->check(LogLevel());
   net::AddTlsFlags(app, &o->tls);
+  net::AddInsecureFlag(app, &o->insecure);
   Flag(app, "run_id", &o->run_id,
        "with --tls_ca: every caller's certificate must name this run "
        "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
@@ -106,7 +108,16 @@ absl::Status ValidateGsOptions(const GsOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: ", level.status().message()));
   }
-  return net::ValidateTlsFlags(o.tls, net::TlsUse::kServe);
+  if (absl::Status status = net::ValidateTlsFlags(o.tls, net::TlsUse::kServe);
+      !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = net::ValidateInsecureFlag(o.tls, o.insecure);
+      !status.ok()) {
+    return status;
+  }
+  return net::CheckPlaintext(net::SecurityFromFlags(o.tls, o.insecure),
+                             o.listen, "listen on");
 }
 
 }  // namespace tern::global

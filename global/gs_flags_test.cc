@@ -80,7 +80,7 @@ TEST(GsFlagsTest, ParsesEveryFlag) {
   parsed.Parse(
       "--listen=0.0.0.0:0 --port_file /tmp/g --num_datacenters=3 --seed 9 "
       "--t_global_s=2.5 --max_lag 0 --hold_timeout_s=45 "
-      "--max_message_mb=256 --log_level=debug");
+      "--max_message_mb=256 --log_level=debug --insecure");
   const GsOptions& o = parsed.options;
   EXPECT_EQ(o.listen, "0.0.0.0:0");
   EXPECT_EQ(o.port_file, "/tmp/g");
@@ -91,7 +91,20 @@ TEST(GsFlagsTest, ParsesEveryFlag) {
   EXPECT_EQ(o.hold_timeout_s, 45);
   EXPECT_EQ(o.max_message_mb, 256u);
   EXPECT_EQ(o.log_level, "debug");
+  EXPECT_TRUE(o.insecure);
   EXPECT_TRUE(ValidateGsOptions(o).ok());
+}
+
+TEST(GsFlagsTest, PlaintextBeyondLoopbackNeedsInsecure) {
+  Parsed parsed;
+  parsed.Parse("--listen=[::]:50060");
+  EXPECT_THAT(std::string(ValidateGsOptions(parsed.options).message()),
+              HasSubstr("refusing to listen on [::]:50060 in plaintext"));
+  ScopedEnv insecure("TERN_INSECURE", "1");
+  Parsed allowed;
+  allowed.Parse("--listen=[::]:50060");
+  EXPECT_TRUE(allowed.options.insecure);
+  EXPECT_TRUE(ValidateGsOptions(allowed.options).ok());
 }
 
 TEST(GsFlagsTest, TheEnvironmentFillsInAndTheCommandLineWins) {

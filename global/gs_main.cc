@@ -8,6 +8,7 @@
 #include "common/records/server_report.h"
 #include "common/net/peer_identity.h"
 #include "common/net/server.h"
+#include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
@@ -41,13 +42,18 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
                                                    const Logger& logger) {
   net::ServerOptions server_options;
   server_options.listen = options.listen;
-  server_options.security = net::SecurityFromFlags(options.tls);
+  server_options.security =
+      net::SecurityFromFlags(options.tls, options.insecure);
   server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                      << 20;
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
       server_options, {{service, tern::v1::GlobalServer::service_full_name()}});
   if (!server.ok()) {
     logger->error("{}", std::string(server.status().message()));
+  } else if (const std::string warning = net::PlaintextWarning(
+                 server_options.security, options.listen, "listening on");
+             !warning.empty()) {
+    logger->warn("{}", warning);
   }
   return server;
 }
@@ -103,7 +109,9 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
   // --run_id when it is set.
   GsService service(
       aggregator->get(), logger,
-      net::PeerPolicy::For(net::SecurityFromFlags(options.tls), options.run_id));
+      net::PeerPolicy::For(
+          net::SecurityFromFlags(options.tls, options.insecure),
+          options.run_id));
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   // Most often the port is still held by a previous instance (transient);

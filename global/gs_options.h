@@ -39,6 +39,9 @@ struct GsOptions {
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h); none:
   // plaintext.
   net::TlsFiles tls;
+  // --insecure (common/net/plaintext.h): plaintext accepted beyond
+  // loopback when no --tls_* file is given.
+  bool insecure = false;
   // --run_id: with TLS and a CA, every caller's certificate must name this
   // run (common/net/peer_identity.h); empty: any run the CA signed for.
   std::string run_id;

@@ -12,6 +12,7 @@
 #include "common/flags/flags.h"
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
+#include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 
 namespace tern::server {
@@ -107,6 +108,7 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "trace, debug (one line per step), info, warn, error, critical or off")
       ->check(LogLevel());
   net::AddTlsFlags(app, &o->tls);
+  net::AddInsecureFlag(app, &o->insecure);
   Flag(app, "run_id", &o->run_id,
        "with --tls_ca: every caller's certificate must name this run "
        "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
@@ -205,7 +207,12 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
       !status.ok()) {
     return status;
   }
-  return absl::OkStatus();
+  if (absl::Status status = net::ValidateInsecureFlag(o.tls, o.insecure);
+      !status.ok()) {
+    return status;
+  }
+  return net::CheckPlaintext(net::SecurityFromFlags(o.tls, o.insecure),
+                             o.listen, "listen on");
 }
 
 // The checks of a local parameter server's own flags (--mode=weightgrad or
@@ -247,7 +254,10 @@ absl::Status ValidateLpsOptions(const PsOptions& o) {
         absl::StrCat("--weight_codec: ", static_cast<uint32_t>(o.weight_codec),
                      " is not one of ", WeightCodecNames()));
   }
-  return absl::OkStatus();
+  // The WAN link: plaintext needs --insecure here and at the global server.
+  if (o.global.empty()) return absl::OkStatus();
+  return net::CheckPlaintext(net::SecurityFromFlags(o.tls, o.insecure),
+                             o.global, "connect to the global server at");
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ TEST(PsFlagsTest, WeightGradFlagsParseAndAreChecked) {
   Parsed parsed;
   parsed.Parse(
       "--mode=weightgrad --global=gs:50061 --datacenter=1 "
-      "--num_datacenters=2 --sync_every=5 --g_thresh=0.3 --weight_codec=int8");
+      "--num_datacenters=2 --sync_every=5 --g_thresh=0.3 --weight_codec=int8 "
+      "--insecure");
   EXPECT_EQ(parsed.options.mode, RunMode::kWeightGrad);
   EXPECT_EQ(parsed.options.global, "gs:50061");
   EXPECT_EQ(parsed.options.datacenter, 1u);
@@ -122,7 +123,7 @@ TEST(PsFlagsTest, ParsesEveryFlag) {
   parsed.Parse(
       "--listen=0.0.0.0:0 --port_file /tmp/p --shard_index 1 --num_shards=3 "
       "--num_workers=8 --barrier_timeout_s=2.5 --join_timeout_s 30 "
-      "--max_message_mb=256 --log_level=debug");
+      "--max_message_mb=256 --log_level=debug --insecure");
   const PsOptions& o = parsed.options;
   EXPECT_EQ(o.listen, "0.0.0.0:0");
   EXPECT_EQ(o.port_file, "/tmp/p");
@@ -133,7 +134,32 @@ TEST(PsFlagsTest, ParsesEveryFlag) {
   EXPECT_EQ(o.join_timeout_s, 30);
   EXPECT_EQ(o.max_message_mb, 256u);
   EXPECT_EQ(o.log_level, "debug");
+  EXPECT_TRUE(o.insecure);
   EXPECT_TRUE(ValidatePsOptions(o).ok());
+}
+
+// Plaintext is explicit: beyond loopback it needs --insecure, on the
+// listening address and on the LPS's link to the global server.
+TEST(PsFlagsTest, PlaintextBeyondLoopbackNeedsInsecure) {
+  Parsed parsed;
+  parsed.Parse("--listen=0.0.0.0:50051");
+  EXPECT_THAT(std::string(ValidatePsOptions(parsed.options).message()),
+              HasSubstr("refusing to listen on 0.0.0.0:50051 in plaintext"));
+  parsed.options.insecure = true;
+  EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
+  parsed.options.tls = {"/ps.pem", "/ps.key", "/ca.pem"};
+  EXPECT_THAT(std::string(ValidatePsOptions(parsed.options).message()),
+              HasSubstr("--insecure with --tls_* files"));
+
+  Parsed lps;
+  lps.Parse(
+      "--mode=weightgrad --num_datacenters=2 --datacenter=1 "
+      "--global=10.77.0.1:50060");
+  EXPECT_THAT(std::string(ValidatePsOptions(lps.options).message()),
+              HasSubstr("refusing to connect to the global server at "
+                        "10.77.0.1:50060 in plaintext"));
+  lps.options.insecure = true;
+  EXPECT_TRUE(ValidatePsOptions(lps.options).ok());
 }
 
 TEST(PsFlagsTest, TheEnvironmentFillsInAndTheCommandLineWins) {

@@ -9,6 +9,7 @@
 #include "common/checksum.h"
 #include "common/net/peer_identity.h"
 #include "common/net/server.h"
+#include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
@@ -34,7 +35,8 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
                                                    const Logger& logger) {
   net::ServerOptions server_options;
   server_options.listen = options.listen;
-  server_options.security = net::SecurityFromFlags(options.tls);
+  server_options.security =
+      net::SecurityFromFlags(options.tls, options.insecure);
   server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                      << 20;
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
@@ -42,6 +44,10 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
       {{service, tern::v1::ParameterServer::service_full_name()}});
   if (!server.ok()) {
     logger->error("{}", std::string(server.status().message()));
+  } else if (const std::string warning = net::PlaintextWarning(
+                 server_options.security, options.listen, "listening on");
+             !warning.empty()) {
+    logger->warn("{}", warning);
   }
   return server;
 }
@@ -49,8 +55,8 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
 // Who may call the shard or LPS: under mTLS, workers as themselves, of
 // --run_id when it is set.
 net::PeerPolicy Peers(const PsOptions& options) {
-  return net::PeerPolicy::For(net::SecurityFromFlags(options.tls),
-                              options.run_id);
+  return net::PeerPolicy::For(
+      net::SecurityFromFlags(options.tls, options.insecure), options.run_id);
 }
 
 // The LPS's options from the flags.
@@ -91,9 +97,16 @@ std::unique_ptr<GsLink> StartGsLink(const PsOptions& options, LocalPs* lps,
   link_options.datacenter = options.datacenter;
   link_options.num_datacenters = options.num_datacenters;
   link_options.give_up = absl::Seconds(options.join_timeout_s);
-  link_options.security = net::SecurityFromFlags(options.tls);
+  link_options.security =
+      net::SecurityFromFlags(options.tls, options.insecure);
   link_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                    << 20;
+  if (const std::string warning = net::PlaintextWarning(
+          link_options.security, options.global,
+          "connecting to the global server at");
+      !warning.empty()) {
+    logger->warn("{}", warning);
+  }
   auto link = std::make_unique<GsLink>(link_options, lps, logger);
   link->Start();
   return link;

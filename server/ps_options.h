@@ -44,6 +44,9 @@ struct PsOptions {
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS for the
   // server and, for an LPS, its link to the global server; none: plaintext.
   net::TlsFiles tls;
+  // --insecure (common/net/plaintext.h): plaintext accepted beyond
+  // loopback when no --tls_* file is given.
+  bool insecure = false;
   // --run_id: with TLS and a CA, every caller's certificate must name this
   // run (common/net/peer_identity.h); empty: any run the CA signed for.
   std::string run_id;

@@ -99,6 +99,12 @@ void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
                 "instead, run the processes with TERN_TLS_*)")
       ->envname("TERN_TLS")
       ->group("Launch");
+  app->add_flag("--insecure", options->insecure,
+                "plaintext beyond loopback: with --emulate_wan the servers "
+                "listen on the emulated WAN's addresses, which needs --tls "
+                "or this (each server then starts with --insecure)")
+      ->envname("TERN_INSECURE")
+      ->group("Launch");
 }
 
 // The worker's TLS flags, which launch does not take: it would pass them

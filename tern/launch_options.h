@@ -58,6 +58,9 @@ struct LaunchOptions {
   // --tls: the launcher makes the run's CA and certificates in OUT/tls and
   // every link is mutual TLS (tern/launch_tls.h).
   bool tls = false;
+  // --insecure: plaintext servers beyond loopback (--emulate_wan's
+  // addresses), each started with --insecure (common/net/plaintext.h).
+  bool insecure = false;
   GeoOptions geo;
   // The job: the worker flags, parsed by the worker's own flag definitions.
   worker::WorkerOptions job;

@@ -11,6 +11,16 @@ std::string TlsDirOf(const std::string& out_dir) {
 }
 
 absl::Status ValidateLaunchTls(const LaunchOptions& options) {
+  if (options.tls && options.insecure) {
+    return absl::InvalidArgumentError(
+        "--tls and --insecure: choose mutual TLS or plaintext, not both");
+  }
+  if (options.geo.emulate_wan && !options.tls && !options.insecure) {
+    return absl::InvalidArgumentError(
+        "--emulate_wan: the servers listen beyond loopback, on the emulated "
+        "WAN's addresses; give --tls (mutual TLS on every link) or "
+        "--insecure (plaintext)");
+  }
   if (!options.tls) return absl::OkStatus();
   if (absl::Status status = certs::ValidateRunId(options.job.run_id);
       !status.ok()) {

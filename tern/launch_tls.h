@@ -33,8 +33,10 @@ namespace tern {
 // OUT/tls.
 std::string TlsDirOf(const std::string& out_dir);
 
-// INVALID_ARGUMENT naming --run_id when --tls is on and the job's --run_id
-// cannot sit in a certificate's URI (certs::ValidateRunId). Ok without --tls.
+// INVALID_ARGUMENT naming the flags when --tls and --insecure are both
+// given, when --emulate_wan has neither (its servers listen beyond
+// loopback), or when --tls is on and the job's --run_id cannot sit in a
+// certificate's URI (certs::ValidateRunId).
 absl::Status ValidateLaunchTls(const LaunchOptions& options);
 
 // The `tern certs` request for the identities a launch with these

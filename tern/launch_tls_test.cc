@@ -114,6 +114,21 @@ TEST(ValidateLaunchTlsTest, RunIdMustFitACertificate) {
   EXPECT_TRUE(ValidateLaunchTls(options).ok());
 }
 
+TEST(ValidateLaunchTlsTest, EmulatedWanNeedsTlsOrInsecureAndNotBoth) {
+  LaunchOptions options = Plain(1, 1);
+  options.tls = false;
+  options.geo.emulate_wan = true;
+  EXPECT_THAT(ValidateLaunchTls(options).message(),
+              HasSubstr("give --tls (mutual TLS on every link) or --insecure"));
+  options.insecure = true;
+  EXPECT_TRUE(ValidateLaunchTls(options).ok());
+  options.tls = true;
+  EXPECT_THAT(ValidateLaunchTls(options).message(),
+              HasSubstr("--tls and --insecure"));
+  options.insecure = false;
+  EXPECT_TRUE(ValidateLaunchTls(options).ok());
+}
+
 // The files are there, name the identity and its hosts, and a rerun into
 // the same folder replaces them.
 TEST(WriteLaunchCertsTest, WritesEveryIdentityAndReplacesAnEarlierRuns) {

@@ -27,10 +27,12 @@ struct ServerSpec {
 };
 
 // `args` with the TLS flags of identity `role`/`id` under --tls, and the
-// run's id, which a server then requires of every caller's certificate.
+// run's id, which a server then requires of every caller's certificate;
+// with --insecure instead, --insecure.
 std::vector<std::string> WithTls(const LaunchContext& run,
                                  std::vector<std::string> args,
                                  certs::Role role, uint32_t id) {
+  if (run.options->insecure) args.push_back("--insecure");
   if (run.tls_dir.empty()) return args;
   for (std::string& arg : TlsArgs(run.tls_dir, role, id)) {
     args.push_back(std::move(arg));

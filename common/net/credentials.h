@@ -44,6 +44,9 @@ struct TransportSecurity {
   std::string server_name;
   // How often the files are read again (whole seconds, at least 1).
   absl::Duration refresh_interval = absl::Seconds(10);
+  // kInsecure only: plaintext was asked for (--insecure), also on
+  // addresses beyond loopback (common/net/plaintext.h).
+  bool plaintext_allowed = false;
 
   static TransportSecurity Insecure() { return TransportSecurity(); }
   static TransportSecurity Tls(TlsFiles files) {

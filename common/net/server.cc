@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/net/plaintext.h"
 #include "grpc/grpc.h"
 #include "grpcpp/server_builder.h"
 
@@ -20,6 +21,11 @@ int Milliseconds(absl::Duration duration) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<ServiceEntry>& services) {
+  if (absl::Status status =
+          CheckPlaintext(options.security, options.listen, "listen on");
+      !status.ok()) {
+    return status;
+  }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       ServerCredentials(options.security);
   if (!credentials.ok()) return credentials.status();

@@ -43,7 +43,9 @@ class Server {
  public:
   // Starts serving `services` on options.listen. UNAVAILABLE when the
   // address cannot be bound (most often a previous instance still holds
-  // the port: transient); the error of CheckSecurity (credentials.h:
+  // the port: transient); FAILED_PRECONDITION for plaintext beyond
+  // loopback without --insecure (common/net/plaintext.h); the error of
+  // CheckSecurity (credentials.h:
   // NOT_FOUND, PERMISSION_DENIED or INVALID_ARGUMENT naming the file, a
   // configuration error) when options.security's files will not do.
   static absl::StatusOr<std::unique_ptr<Server>> Start(

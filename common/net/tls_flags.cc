@@ -10,8 +10,7 @@ void AddTlsFlags(CLI::App* app, TlsFiles* files, const std::string& group) {
                   "PEM certificate chain this process presents, with "
                   "--tls_key; with no --tls_* flag at all, connections are "
                   "plaintext"),
-      flags::Flag(app, "tls_key", &files->key,
-                  "PEM private key of --tls_cert"),
+      flags::Flag(app, "tls_key", &files->key, "PEM private key of --tls_cert"),
       flags::Flag(app, "tls_ca", &files->ca,
                   "PEM CA certificate(s): a server requires client "
                   "certificates that chain to them (mTLS); a client verifies "
@@ -44,9 +43,29 @@ absl::Status ValidateTlsFlags(const TlsFiles& files, TlsUse use) {
   return absl::OkStatus();
 }
 
-TransportSecurity SecurityFromFlags(const TlsFiles& files) {
-  if (!files.any()) return TransportSecurity::Insecure();
-  return TransportSecurity::Tls(files);
+void AddInsecureFlag(CLI::App* app, bool* insecure, const std::string& group) {
+  CLI::Option* option = flags::Switch(
+      app, "insecure", insecure,
+      "accept plaintext beyond loopback: without --tls_* files, listen (and "
+      "reach the global server) on other machines' networks unencrypted "
+      "and unauthenticated. Only for a network you trust");
+  if (!group.empty()) option->group(group);
+}
+
+absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure) {
+  if (insecure && files.any()) {
+    return absl::InvalidArgumentError(
+        "--insecure with --tls_* files: give the files for TLS, or "
+        "--insecure for plaintext, not both");
+  }
+  return absl::OkStatus();
+}
+
+TransportSecurity SecurityFromFlags(const TlsFiles& files, bool insecure) {
+  if (files.any()) return TransportSecurity::Tls(files);
+  TransportSecurity security = TransportSecurity::Insecure();
+  security.plaintext_allowed = insecure;
+  return security;
 }
 
 }  // namespace tern::net

@@ -35,8 +35,20 @@ void AddTlsFlags(CLI::App* app, TlsFiles* files,
 //   against.
 absl::Status ValidateTlsFlags(const TlsFiles& files, TlsUse use);
 
-// Plaintext when no file is named; TLS with `files` otherwise.
-TransportSecurity SecurityFromFlags(const TlsFiles& files);
+// Registers --insecure (TERN_INSECURE) on a role that listens, or that
+// connects across data centers (common/net/plaintext.h), writing into
+// `*insecure`.
+void AddInsecureFlag(CLI::App* app, bool* insecure,
+                     const std::string& group = "");
+
+// INVALID_ARGUMENT when --insecure is given with TLS files: the operator
+// asked for two things at once.
+absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure);
+
+// Plaintext when no file is named (beyond loopback only with `insecure`,
+// --insecure); TLS with `files` otherwise.
+TransportSecurity SecurityFromFlags(const TlsFiles& files,
+                                    bool insecure = false);
 
 }  // namespace tern::net
 
