@@ -11,7 +11,26 @@ namespace {
 constexpr absl::string_view kNonFinite =
     "(NaN/Inf gradients are refused; see server/README.md)";
 
+constexpr absl::string_view kTooLarge =
+    "(the magnitude rule: no value or scaler a peer sends may exceed 1e30 in "
+    "magnitude, far beyond any sane run; see global/README.md)";
+
 }  // namespace
+
+bool WithinMagnitude(float value) {
+  // False for NaN too: every comparison with NaN is false.
+  return std::fabs(value) <= kMaxMagnitude;
+}
+
+absl::Status CheckMagnitude(absl::string_view what, float value) {
+  if (WithinMagnitude(value)) return absl::OkStatus();
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is ", value, " ", kNonFinite));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is ", value, ", beyond ", kMaxMagnitude, " ", kTooLarge));
+}
 
 absl::Status ValidatePayload(const kernels::Payload& payload,
                              const PayloadExpectation& expect) {
@@ -45,6 +64,10 @@ absl::Status ValidatePayload(const kernels::Payload& payload,
     if (!std::isfinite(scaler)) {
       return invalid("scaler ", scaler, " is not finite ", kNonFinite);
     }
+    // A scaler is a magnitude of the values it scales: the same bound.
+    if (absl::Status status = CheckMagnitude("scaler", scaler); !status.ok()) {
+      return status;
+    }
   }
   if (expect.shared_scaler.has_value()) {
     const float shared = *expect.shared_scaler;
@@ -73,9 +96,8 @@ absl::Status DecodeFinite(const kernels::Codec& codec,
     return absl::InvalidArgumentError(status.message());
   }
   for (size_t j = 0; j < out.size(); ++j) {
-    if (!std::isfinite(out[j])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("element ", j, " is ", out[j], " ", kNonFinite));
+    if (!WithinMagnitude(out[j])) {
+      return CheckMagnitude(absl::StrCat("element ", j), out[j]);
     }
   }
   return absl::OkStatus();

@@ -91,6 +91,8 @@ INSTANTIATE_TEST_SUITE_P(
               p->scalers[0] = std::numeric_limits<float>::quiet_NaN();
             },
             "scaler nan is not finite"},
+        Bad{"HugeScaler", [](auto* p) { p->scalers[0] = 3.4e38f; },
+            "scaler is 3.4e+38, beyond 1e+30 (the magnitude rule"},
         Bad{"OtherScaler", [](auto* p) { p->scalers[0] = 0.5f; },
             "scaler 0.5 differs from the shared scaler 1 of this step"},
         Bad{"NoScaler", [](auto* p) { p->scalers.clear(); },
@@ -128,6 +130,51 @@ TEST(DecodeFiniteTest, DecodesOnceAndRefusesNanAndInf) {
   truncated.data.pop_back();
   EXPECT_EQ(DecodeFinite(*fp32, truncated, absl::MakeSpan(out)).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The magnitude rule: finite and |x| <= 1e30, both ends inclusive.
+TEST(MagnitudeTest, TheBoundIsInclusiveAndRefusesNanAndInf) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float above = std::nextafter(kMaxMagnitude, kInf);
+  for (const float good : {0.0f, -0.0f, 1e-45f, 1.0f, 1e30f, -1e30f}) {
+    EXPECT_TRUE(WithinMagnitude(good)) << good;
+    EXPECT_TRUE(CheckMagnitude("x", good).ok()) << good;
+  }
+  for (const float bad : {above, -above, std::numeric_limits<float>::max(),
+                          kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+    EXPECT_FALSE(WithinMagnitude(bad)) << bad;
+    EXPECT_EQ(CheckMagnitude("x", bad).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(CheckMagnitude("element 3", -3e38f).message(),
+            "element 3 is -3e+38, beyond 1e+30 (the magnitude rule: no value "
+            "or scaler a peer sends may exceed 1e30 in magnitude, far beyond "
+            "any sane run; see global/README.md)");
+  EXPECT_THAT(CheckMagnitude("element 3", kInf).message(),
+              HasSubstr("element 3 is inf (NaN/Inf gradients are refused"));
+}
+
+TEST(DecodeFiniteTest, RefusesValuesBeyondTheMagnitudeRule) {
+  const auto fp32 = Codec(CodecId::kFp32);
+  std::vector<float> out(3);
+  const std::vector<float> edge = {1e30f, -1e30f, 0};
+  ASSERT_TRUE(
+      DecodeFinite(*fp32, *fp32->Encode(edge, {}), absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out, edge);
+  const absl::Status status = DecodeFinite(
+      *fp32, *fp32->Encode(std::vector<float>{1, 2, 3.4e38f}, {}),
+      absl::MakeSpan(out));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("element 2 is 3.4e+38, beyond"));
+  // A ternary chunk decodes to scaler * code: a scaler within the bound
+  // gives values within it.
+  kernels::Payload ternary = TernPush(1e30f);
+  std::vector<float> five(5);
+  EXPECT_TRUE(ValidatePayload(ternary, TernExpectation(1e30f)).ok());
+  EXPECT_TRUE(DecodeFinite(*Codec(CodecId::kTernGrad), ternary,
+                           absl::MakeSpan(five))
+                  .ok());
 }
 
 TEST(DecodeFiniteTest, RefusesCorruptTernaryCodes) {

@@ -3,7 +3,10 @@
 // round_registration.cc, round_collection.cc and round_closing.cc.
 #include "global/round_aggregator.h"
 
+#include <cstdint>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace tern::global {
 
@@ -16,6 +19,18 @@ absl::StatusOr<std::unique_ptr<RoundAggregator>> RoundAggregator::Create(
       options.hold_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--t_global_s and --hold_timeout_s must be positive");
+  }
+  // The magnitude rule bounds each update; this bounds how many add up
+  // (kMaxRoundSummands), so a round's sum cannot overflow.
+  const uint64_t summands = uint64_t{options.num_datacenters} *
+                            (uint64_t{options.max_lag} + 2);
+  if (summands > kMaxRoundSummands) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num_datacenters=", options.num_datacenters, " with --max_lag=",
+        options.max_lag, " lets a round add ", summands,
+        " updates into one element (K * (max_lag + 2)), more than ",
+        kMaxRoundSummands,
+        ": sums of values up to 1e30 could overflow float32"));
   }
   if (options.max_message_bytes == 0) {
     return absl::InvalidArgumentError("--max_message_mb must be positive");

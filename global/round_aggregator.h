@@ -65,6 +65,14 @@ namespace tern::global {
 // theirs, and every LPS gets the same bytes.
 inline constexpr uint32_t kGlobalStreamWorker = 0xFFFFFFFDu;
 
+// The most updates the GS adds into one element of a round's sum: each
+// data center's own round and the late rounds that join it, at most
+// K * (max_lag + 2) (a data center lags at most max_lag + 1 rounds when a
+// round opens). Create refuses options beyond it, so that values within
+// the magnitude rule (|x| <= core::kMaxMagnitude = 1e30, checked as each
+// update arrives) sum to at most 1e38 < FLT_MAX: no round can overflow.
+inline constexpr uint64_t kMaxRoundSummands = 100'000'000;
+
 struct RoundAggregatorOptions {
   // K.
   uint32_t num_datacenters = 1;
@@ -110,7 +118,8 @@ using SyncCallback = core::Callback<RoundAnswerPtr>;
 class RoundAggregator {
  public:
   // INVALID_ARGUMENT for options that cannot work (no data centers, a
-  // timeout that is not positive, no clock).
+  // timeout that is not positive, no clock, K * (max_lag + 2) beyond
+  // kMaxRoundSummands).
   static absl::StatusOr<std::unique_ptr<RoundAggregator>> Create(
       RoundAggregatorOptions options, Logger logger);
 
@@ -133,7 +142,9 @@ class RoundAggregator {
   // already closed (a late or a retried request); FAILED_PRECONDITION for a
   // round beyond the open one, a round out of order, or one no longer
   // kept; INVALID_ARGUMENT naming the data center, round and chunk for an
-  // update that is not valid (nothing of the request is added).
+  // update that is not valid, including one beyond the magnitude rule
+  // (core/payload_validation.h): checked before anything of the request is
+  // added, so only its sender is refused and the round goes on.
   void SyncRound(const SyncRequest& request, SyncCallback done);
 
   // Closes the open round once T_global has passed (unless a data center
@@ -150,7 +161,8 @@ class RoundAggregator {
   uint64_t open_round() const;
   bool holding() const;
   RoundStats stats() const;
-  // OK, or why the run failed (an average overflowed, a codec broke).
+  // OK, or why the run failed (a codec broke; an average overflowing is a
+  // backstop the magnitude rule keeps out of reach).
   absl::Status run_status() const;
 
  private:
@@ -203,7 +215,9 @@ class RoundAggregator {
   std::map<uint32_t, std::vector<float>> TakeRoundSum()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Divides `total` by K and encodes each chunk into `answer`; INTERNAL
-  // for an average that overflowed or could not be encoded.
+  // for an average that overflowed (not reachable while every update obeys
+  // the magnitude rule and Create's kMaxRoundSummands: a backstop) or
+  // could not be encoded.
   absl::Status EncodeAnswer(std::map<uint32_t, std::vector<float>> total,
                             RoundAnswer* answer, uint64_t* bytes_out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -741,6 +741,12 @@ INSTANTIATE_TEST_SUITE_P(
                         std::numeric_limits<float>::infinity();
                   },
                   "chunk 1 of data center 1: scaler inf"},
+        // Finite, but beyond the magnitude rule (issue 14).
+        BadUpdate{"HugeScaler",
+                  [](SyncRequest* r) {
+                    r->updates[1].payload.scalers[0] = 3.4e38f;
+                  },
+                  "chunk 1 of data center 1: scaler is 3.4e+38, beyond 1e+30"},
         BadUpdate{"MissingScaler",
                   [](SyncRequest* r) { r->updates[1].payload.scalers.clear(); },
                   "chunk 1 of data center 1"}),
@@ -796,21 +802,84 @@ TEST(RoundAggregatorTest, RefusesRoundsOutOfPlace) {
               HasSubstr("sent round 1, but its next round is 0"));
 }
 
-TEST(RoundAggregatorTest, AnAverageThatOverflowsFailsTheRunForEveryone) {
-  Fixture f(2);
-  RegisterAll(f.gs.get(), 2, {1});
-  auto p0 = f.Send(Request(0, 0, {Fp32Update(0, {3e38f})}));
-  auto p1 = f.Send(Request(1, 0, {Fp32Update(0, {3e38f})}));
-  for (const auto& p : {p0, p1}) {
-    EXPECT_EQ(p->Wait().status().code(), absl::StatusCode::kInternal);
-    EXPECT_THAT(p->Wait().status().message(),
-                HasSubstr("round 0: chunk 0: element 0"));
+// Issue 14: a finite update too large for any sane run. Before the
+// magnitude rule (core::kMaxMagnitude), data center 1's two rounds of 3e38,
+// both joined to round 1, summed to inf, and round 1 failed the run:
+// INTERNAL for every data center. Now the first of them is refused on
+// arrival, naming the data center, the chunk and the rule, and the others'
+// rounds complete.
+TEST(RoundAggregatorTest, AnUpdateBeyondTheMagnitudeRuleRefusesOnlyItsSender) {
+  constexpr uint32_t kK = 3;
+  Fixture f(kK);
+  RegisterAll(f.gs.get(), kK, {2});
+  auto p00 = f.Send(Request(0, 0, {Fp32Update(0, {3, 3})}));
+  auto p20 = f.Send(Request(2, 0, {Fp32Update(0, {6, 0})}));
+  f.clock->Advance(kTGlobal);
+  f.Tick();
+  ASSERT_TRUE(p00->Wait().ok()) << p00->Wait().status();
+
+  // Data center 1 lags, then sends rounds 0 (late) and 1, each finite.
+  auto p10 = f.Send(Request(1, 0, {Fp32Update(0, {3e38f, 1})}));
+  ASSERT_TRUE(p10->done());
+  const absl::Status refused = p10->Wait().status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(refused.message(),
+              AllOf(HasSubstr("round 0: chunk 0 of data center 1"),
+                    HasSubstr("element 0 is 3e+38"), HasSubstr("1e+30")));
+  EXPECT_EQ(f.Send(Request(1, 1, {Fp32Update(0, {3e38f, 1})}))
+                ->Wait()
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition)  // round 0 comes first
+      << "nothing of the refused round counted";
+
+  auto p01 = f.Send(Request(0, 1, {Fp32Update(0, {3, 0})}));
+  auto p21 = f.Send(Request(2, 1, {Fp32Update(0, {0, 6})}));
+  f.clock->Advance(kTGlobal);
+  f.Tick();
+  for (const auto& p : {p01, p21}) {
+    const absl::StatusOr<RoundAnswerPtr> answer = p->Wait();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_THAT((*answer)->lagging, ElementsAre(1u));
+    ExpectSameBits(DecodeFp32((*answer)->average[0].payload), {1, 2});
   }
-  EXPECT_EQ(f.gs->run_status().code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(f.Send(Request(0, 1))->Wait().status().code(),
-            absl::StatusCode::kInternal);
-  EXPECT_EQ(f.gs->Register(Registration(0, 2, {1})).status().code(),
-            absl::StatusCode::kInternal);
+  EXPECT_TRUE(f.gs->run_status().ok()) << f.gs->run_status();
+  EXPECT_EQ(f.gs->stats().refused, 2u);
+  // The offender may send a sane round 0 again: it gets the stored answer.
+  EXPECT_TRUE(f.Send(Request(1, 0, {Fp32Update(0, {1, 1})}))->Wait().ok());
+}
+
+// The bound itself: |value| <= 1e30 is taken, the next float above is not,
+// for values and for scalers; negative values alike.
+TEST(RoundAggregatorTest, TheMagnitudeBoundIsInclusive) {
+  Fixture f(1);
+  RegisterAll(f.gs.get(), 1, {2}, CodecId::kTernGrad, Layout::kTernary2Bit);
+  const auto codec = Codec(CodecId::kTernGrad, Layout::kTernary2Bit);
+  auto ternary = [&](float scaler) {
+    kernels::EncodeContext context;
+    context.scaler = scaler;
+    return ChunkPayload{0, *codec->Encode(std::vector<float>{scaler, 0},
+                                          context)};
+  };
+  const float above = std::nextafter(1e30f, 2e30f);
+  auto code = [&](uint64_t round, ChunkPayload update) {
+    return f.Send(Request(0, round, {std::move(update)}))->Wait().status();
+  };
+  EXPECT_TRUE(code(0, ternary(1e30f)).ok());
+  EXPECT_TRUE(code(1, Fp32Update(0, {-1e30f, 1e30f})).ok());
+  EXPECT_EQ(code(2, ternary(above)).code(), absl::StatusCode::kInvalidArgument);
+  ChunkPayload big_scaler = ternary(1);
+  big_scaler.payload.scalers[0] = 3.4e38f;
+  const absl::Status status = code(2, big_scaler);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("round 2: chunk 0 of data center 0: scaler is "
+                              "3.4e+38"),
+                    HasSubstr("1e+30")));
+  EXPECT_EQ(code(2, Fp32Update(0, {0, -above})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(code(2, Fp32Update(0, {0, 1})).ok());
+  EXPECT_TRUE(f.gs->run_status().ok());
 }
 
 // --- registration ---
@@ -1012,6 +1081,21 @@ TEST(RoundAggregatorTest, CreateRefusesOptionsThatCannotWork) {
   options = RoundAggregatorOptions();
   options.clock = nullptr;
   EXPECT_FALSE(RoundAggregator::Create(options, nullptr).ok());
+  // K * (max_lag + 2) updates of up to 1e30 must not overflow a sum:
+  // 1e8 is the most (kMaxRoundSummands), to the update.
+  // (The answer cache allocates nothing up front, so a large max_lag is
+  // cheap here; K data centers would take K entries.)
+  options = RoundAggregatorOptions();
+  options.num_datacenters = 1000;
+  options.max_lag = kMaxRoundSummands / 1000 - 2;
+  EXPECT_TRUE(RoundAggregator::Create(options, nullptr).ok());
+  options.max_lag += 1;
+  const absl::Status status =
+      RoundAggregator::Create(options, nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("--num_datacenters=1000 with --max_lag=99999 lets a "
+                        "round add 100001000 updates"));
 }
 
 TEST(RoundAggregatorTest, CloseAnswersPendingAndLaterCalls) {

@@ -139,6 +139,8 @@ absl::Status RoundAggregator::EncodeAnswer(
   for (auto& [key, sum] : total) {
     for (size_t j = 0; j < sum.size(); ++j) {
       sum[j] /= divisor;
+      // A backstop: updates within the magnitude rule, at most
+      // kMaxRoundSummands of them, cannot overflow (Create).
       if (!std::isfinite(sum[j])) {
         return absl::InternalError(absl::StrCat(
             "round ", open_round_, ": chunk ", key, ": element ", j,

@@ -59,10 +59,11 @@ struct DecodedUpdates {
 };
 
 // Validates (core::ValidatePayload: codec, layout, format version, count,
-// summands, finite scalers) and decodes (core::DecodeFinite: the bytes,
-// NaN/Inf) every update of `request`; `specs[i]` describes the chunk of
-// update i, and `fp32` decodes the updates sent in fp32 RAW in place of
-// their codec. INVALID_ARGUMENT "round 0: chunk 1 of data center 2: ..."
+// summands, scalers finite and within the magnitude rule) and decodes
+// (core::DecodeFinite: the bytes, values finite and |x| <= 1e30) every
+// update of `request`, before any of it is added to the round; `specs[i]`
+// describes the chunk of update i, and `fp32` decodes the updates sent in
+// fp32 RAW in place of their codec. INVALID_ARGUMENT "round 0: chunk 1 of data center 2: ..."
 // for the first update that is not valid.
 absl::StatusOr<DecodedUpdates> DecodeUpdates(
     const SyncRequest& request, const std::vector<const ChunkSpec*>& specs,

@@ -166,8 +166,10 @@ class GradientSynchronizer {
   // payloads). FAILED_PRECONDITION unless `round` is the oldest round
   // waiting for an answer. INVALID_ARGUMENT, with nothing applied, for a
   // chunk this shard does not own, a chunk given twice, a payload that does
-  // not decode to the chunk's length, a non-finite value, or a chunk this
-  // LPS sent in the round that the answer lacks.
+  // not decode to the chunk's length, a non-finite value, a value, scaler
+  // or resulting weight beyond the magnitude rule (|x| <= 1e30,
+  // core/payload_validation.h), or a chunk this LPS sent in the round that
+  // the answer lacks.
   absl::Status ApplyAnswer(uint64_t round,
                            absl::Span<const ChunkPayload> average);
 
@@ -246,6 +248,12 @@ class GradientSynchronizer {
   void CommitRound(std::vector<std::pair<size_t, std::vector<float>>> held_back,
                    WaitingRound waiting);
   absl::StatusOr<const kernels::Codec*> AnswerCodec(kernels::CodecId id) const;
+  // One chunk (chunks_[index]) of the GS's answer to `waiting`, decoded
+  // and checked: finite, and its scalers, values and the W and W_last it
+  // would produce within the magnitude rule. Changes nothing.
+  absl::StatusOr<std::vector<float>> DecodeAnswerChunk(
+      const WaitingRound& waiting, size_t index,
+      const kernels::Payload& payload) const;
 
   const SynchronizerOptions options_;
   LpsState* const state_;

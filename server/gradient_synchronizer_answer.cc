@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/payload_validation.h"
 #include "kernels/payload.h"
 #include "server/gradient_synchronizer.h"
 
@@ -21,6 +23,63 @@ absl::StatusOr<const kernels::Codec*> GradientSynchronizer::AnswerCodec(
                         kernels::CodecName(id)));
   }
   return it->second.get();
+}
+
+absl::StatusOr<std::vector<float>> GradientSynchronizer::DecodeAnswerChunk(
+    const WaitingRound& waiting, size_t index,
+    const kernels::Payload& payload) const {
+  const ChunkSync& chunk = chunks_[index];
+  auto invalid = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "answer to round %d, chunk %d: %s", waiting.round, chunk.key, what));
+  };
+  absl::StatusOr<const kernels::Codec*> codec = AnswerCodec(payload.codec);
+  if (!codec.ok()) return invalid(codec.status().message());
+  std::vector<float> values(chunk.last_weights.size());
+  if (absl::Status status = (*codec)->Decode(payload, absl::MakeSpan(values));
+      !status.ok()) {
+    return invalid(status.message());
+  }
+  // The magnitude rule (core/payload_validation.h), as for a worker's
+  // push: a corrupt or hostile answer must not poison this data center.
+  for (const float scaler : payload.scalers) {
+    if (absl::Status status = core::CheckMagnitude("scaler", scaler);
+        !status.ok()) {
+      return invalid(status.message());
+    }
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "answer to round %d, chunk %d has %g at element %d", waiting.round,
+          chunk.key, values[i], i));
+    }
+    if (absl::Status status =
+            core::CheckMagnitude(absl::StrCat("element ", i), values[i]);
+        !status.ok()) {
+      return invalid(status.message());
+    }
+  }
+  // And what ApplyAnswer would make of W_last and W (in double: no
+  // overflow), so that nothing changes unless all of it stays within 1e30.
+  const absl::Span<const float> weights = *state_->Weights(chunk.key);
+  const auto sent_it = waiting.sent_updates.find(chunk.key);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double last = double{chunk.last_weights[i]} + values[i];
+    const double sent =
+        sent_it == waiting.sent_updates.end() ? 0.0 : sent_it->second[i];
+    const double weight =
+        last + ((double{weights[i]} - chunk.last_weights[i]) - sent);
+    const double worst = std::max(std::fabs(last), std::fabs(weight));
+    if (worst > core::kMaxMagnitude) {
+      return invalid(absl::StrCat(
+          "applying it would take element ", i, "'s weight to ", worst,
+          ", beyond ", core::kMaxMagnitude,
+          " (the magnitude rule: the LPS keeps its weights within 1e30; see "
+          "global/README.md)"));
+    }
+  }
+  return values;
 }
 
 absl::Status GradientSynchronizer::ApplyAnswer(
@@ -51,26 +110,10 @@ absl::Status GradientSynchronizer::ApplyAnswer(
       return absl::InvalidArgumentError(absl::StrFormat(
           "answer to round %d has chunk %d twice", round, chunk.chunk_key));
     }
-    absl::StatusOr<const kernels::Codec*> codec =
-        AnswerCodec(chunk.payload.codec);
-    std::vector<float> values(chunks_[it->second].last_weights.size());
-    absl::Status status =
-        codec.ok() ? (*codec)->Decode(chunk.payload, absl::MakeSpan(values))
-                   : codec.status();
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("answer to round %d, chunk %d: %s", round,
-                          chunk.chunk_key, status.message()));
-    }
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (!std::isfinite(values[i])) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("answer to round %d, chunk %d has %g at element "
-                            "%d",
-                            round, chunk.chunk_key, values[i], i));
-      }
-    }
-    decoded.emplace_back(it->second, std::move(values));
+    absl::StatusOr<std::vector<float>> values =
+        DecodeAnswerChunk(waiting, it->second, chunk.payload);
+    if (!values.ok()) return values.status();
+    decoded.emplace_back(it->second, *std::move(values));
   }
   for (const auto& [key, sent] : waiting.sent_updates) {
     if (!seen.contains(key)) {

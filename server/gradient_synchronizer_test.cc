@@ -647,6 +647,18 @@ TEST(GradientSynchronizerTest, BadAnswersChangeNothing) {
   expect_bad({Fp32Chunk(0, {1.0f, 2.0f, 3.0f})}, "chunk 0: payload has 3");
   expect_bad({Fp32Chunk(0, {1.0f, std::numeric_limits<float>::infinity()})},
              "chunk 0 has inf at element 1");
+  // The magnitude rule (issue 14): finite, but beyond 1e30, in a value or
+  // a scaler.
+  expect_bad({Fp32Chunk(0, {1.0f, 3e38f})},
+             "chunk 0: element 1 is 3e+38, beyond 1e+30 (the magnitude rule");
+  {
+    kernels::EncodeContext huge;
+    huge.scaler = 1.0f;
+    ChunkPayload scaled{0, *CodecFor(kernels::CodecId::kTernGrad)
+                                ->Encode(std::vector<float>{1, -1}, huge)};
+    scaled.payload.scalers[0] = 3.4e38f;
+    expect_bad({scaled}, "chunk 0: scaler is 3.4e+38, beyond 1e+30");
+  }
   ChunkPayload onebit = good;
   onebit.payload.codec = kernels::CodecId::kOneBit;
   expect_bad({onebit}, "codec onebit");
@@ -666,6 +678,31 @@ TEST(GradientSynchronizerTest, BadAnswersChangeNothing) {
   EXPECT_TRUE(dc.sync->ApplyAnswer(0, {ChunkPayload{0, ternary}}).ok());
   EXPECT_EQ(Copy(*dc.sync->LastRoundWeights(0)),
             (std::vector<float>{1.5f, 2.5f}));
+}
+
+// Each answer within the magnitude rule, but the second would take W_last
+// (and W) to 1.2e30: refused, nothing changes, and a sane answer to the
+// same round applies.
+TEST(GradientSynchronizerTest, AnAnswerTakingWBeyondTheRuleIsRefused) {
+  DataCenter dc(PlainSgd(), Constant(1.0), {{0, {0.0f, 0.0f}}},
+                Fp32Options(0.0));
+  dc.Step({{0, {{1, 1}}}});
+  ASSERT_TRUE(dc.sync->BuildRound(0).ok());
+  ASSERT_TRUE(dc.sync->ApplyAnswer(0, {Fp32Chunk(0, {6e29f, 0.0f})}).ok());
+  dc.Step({{0, {{1, 1}}}});
+  ASSERT_TRUE(dc.sync->BuildRound(1).ok());
+  const std::vector<float> w = Copy(*dc.state->Weights(0));
+  const std::vector<float> last = Copy(*dc.sync->LastRoundWeights(0));
+  ExpectStatus(dc.sync->ApplyAnswer(1, {Fp32Chunk(0, {6e29f, 0.0f})}),
+               absl::StatusCode::kInvalidArgument,
+               "answer to round 1, chunk 0: applying it would take element "
+               "0's weight to 1.2e+30, beyond 1e+30 (the magnitude rule");
+  EXPECT_EQ(Copy(*dc.state->Weights(0)), w);
+  EXPECT_EQ(Copy(*dc.sync->LastRoundWeights(0)), last);
+  EXPECT_EQ(dc.sync->rounds_waiting(), 1u);
+  ASSERT_TRUE(dc.sync->ApplyAnswer(1, {Fp32Chunk(0, {-6e29f, -1.0f})}).ok());
+  EXPECT_EQ(Copy(*dc.sync->LastRoundWeights(0)),
+            (std::vector<float>{last[0] - 6e29f, -1.0f}));
 }
 
 TEST(GradientSynchronizerTest, BuildRoundChecksTheRoundNumber) {

@@ -2,6 +2,7 @@
 // applied whole, then answered with W when the answer may go (the lead, a
 // GS hold, the run's last step; local_ps.h), or held up to hold_limit
 // under the core's expiry rule (core::Expired).
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,50 @@
 #include "server/local_ps.h"
 
 namespace tern::server {
+namespace {
+
+// The magnitude rule for the LPS's own state (core/payload_validation.h,
+// global/README.md): a gradient within the rule is applied only if no
+// weight or velocity it produces can leave it either, so one worker's
+// push (core::ValidatePayload refuses a scaler like 3.4e38 already; here
+// codes * scaler within the rule that the learning rate or the momentum
+// would carry beyond it) cannot make W inf for every worker and data
+// center. LpsState::ApplyGradient computes
+//   v' = m * v + (g + lambda * W);   W' = W - lr * v'
+// so |v'| <= m|v| + |g| + lambda|W| and |W'| <= |W| + |lr| |v'|. The bound
+// is taken in double (it cannot overflow there) before anything changes.
+absl::Status CheckStepMagnitude(const LpsState& state, uint64_t step,
+                                uint32_t key, absl::Span<const float> g) {
+  const absl::StatusOr<absl::Span<const float>> weights = state.Weights(key);
+  const absl::StatusOr<absl::Span<const float>> momentum = state.Momentum(key);
+  // A chunk or length the state does not have: ApplyGradient refuses it.
+  if (!weights.ok() || !momentum.ok() || g.size() != weights->size()) {
+    return absl::OkStatus();
+  }
+  const absl::Span<const float> w = *weights;
+  const absl::Span<const float> v = *momentum;
+  const double lr = std::fabs(state.LearningRate(step));
+  const double m = state.options().momentum;
+  const double decay = state.options().weight_decay;
+  constexpr double kBound = core::kMaxMagnitude;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double velocity = m * std::fabs(v[i]) + std::fabs(g[i]) +
+                            decay * std::fabs(w[i]);
+    const double weight = std::fabs(w[i]) + lr * velocity;
+    if (velocity > kBound || weight > kBound) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "applying it could take element ", i, "'s ",
+          velocity > kBound ? "velocity" : "weight", " to ",
+          velocity > kBound ? velocity : weight, " (gradient ", g[i],
+          ", lr ", lr, "), beyond ", core::kMaxMagnitude,
+          " (the magnitude rule: the LPS keeps its weights and velocities "
+          "within 1e30; see global/README.md)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status LocalPs::CheckWorker(uint32_t worker) const {
   if (!closed_.ok()) return closed_;
@@ -59,12 +104,16 @@ absl::StatusOr<bool> LocalPs::Apply(const PushRequest& request) {
     expect.reader = "this LPS";
     gradients[key].resize(chunk_elements_[key]);
     // Header first (codec, format version, size, summands, scalers), then
-    // the bytes, decoded once; a NaN/Inf gradient is refused here, before
+    // the bytes, decoded once, then what applying them would do; a NaN/Inf
+    // gradient, or one beyond the magnitude rule, is refused here, before
     // any chunk of the push is applied.
     absl::Status valid = core::ValidatePayload(chunk.payload, expect);
     if (valid.ok()) {
       valid = core::DecodeFinite(codec, chunk.payload,
                                  absl::MakeSpan(gradients[key]));
+    }
+    if (valid.ok()) {
+      valid = CheckStepMagnitude(*state_, step, key, gradients[key]);
     }
     if (!valid.ok()) return invalid(std::string(valid.message()));
   }
