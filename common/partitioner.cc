@@ -8,29 +8,62 @@
 
 namespace tern {
 
+namespace {
+
+absl::Status CheckPartitionBytes(uint64_t partition_bytes) {
+  if (partition_bytes >= sizeof(float)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "partition_bytes must be at least 4 (one float), got ", partition_bytes));
+}
+
+// max(1, ceil(n / max_elements)), without n + max_elements - 1, which wraps
+// for n near 2^64.
+uint64_t CountChunks(uint64_t n, uint64_t max_elements) {
+  return std::max<uint64_t>(1, n / max_elements + (n % max_elements != 0));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Partition::ChunkCount(uint64_t elements,
+                                               uint64_t partition_bytes) {
+  if (absl::Status status = CheckPartitionBytes(partition_bytes);
+      !status.ok()) {
+    return status;
+  }
+  return CountChunks(elements, partition_bytes / sizeof(float));
+}
+
 absl::StatusOr<Partition> Partition::Create(
     absl::Span<const uint64_t> tensor_elements, uint64_t partition_bytes,
     uint32_t num_shards) {
-  if (partition_bytes < sizeof(float)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "partition_bytes must be at least 4 (one float), got ", partition_bytes));
+  if (absl::Status status = CheckPartitionBytes(partition_bytes);
+      !status.ok()) {
+    return status;
   }
   if (num_shards == 0) {
     return absl::InvalidArgumentError("num_shards must be at least 1");
   }
   const uint64_t max_elements = partition_bytes / sizeof(float);
-
-  Partition partition;
-  partition.num_shards_ = num_shards;
-  uint64_t flat_offset = 0;
-  for (uint32_t t = 0; t < tensor_elements.size(); ++t) {
-    const uint64_t n = tensor_elements[t];
-    const uint64_t k = std::max<uint64_t>(1, (n + max_elements - 1) / max_elements);
-    if (partition.chunks_.size() + k > std::numeric_limits<uint32_t>::max()) {
+  // Count first: a model of more chunks than keys is refused before one
+  // Chunk is made, and the chunks are made in one allocation.
+  uint64_t num_chunks = 0;
+  for (const uint64_t n : tensor_elements) {
+    const uint64_t k = CountChunks(n, max_elements);
+    if (k > std::numeric_limits<uint32_t>::max() - num_chunks) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the model has more than 2^32 - 1 chunks; raise partition_bytes (",
           partition_bytes, ")"));
     }
+    num_chunks += k;
+  }
+
+  Partition partition;
+  partition.num_shards_ = num_shards;
+  partition.chunks_.reserve(num_chunks);
+  uint64_t flat_offset = 0;
+  for (uint32_t t = 0; t < tensor_elements.size(); ++t) {
+    const uint64_t n = tensor_elements[t];
+    const uint64_t k = CountChunks(n, max_elements);
     uint64_t offset = 0;
     for (uint64_t c = 0; c < k; ++c) {
       Chunk chunk;

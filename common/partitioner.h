@@ -37,10 +37,16 @@ class Partition {
   // Chunks go largest first (ties: lower key first) to the shard with the
   // fewest elements so far (ties: lower shard index).
   // INVALID_ARGUMENT if partition_bytes < 4, num_shards == 0, or the model
-  // has more chunks than fit a uint32 key.
+  // has more chunks than fit a uint32 key (counted before any is made).
   static absl::StatusOr<Partition> Create(
       absl::Span<const uint64_t> tensor_elements, uint64_t partition_bytes,
       uint32_t num_shards);
+
+  // The k above: the chunks Create cuts a tensor of `elements` into, for
+  // sizing a model before cutting it (core/limits.h). INVALID_ARGUMENT if
+  // partition_bytes < 4.
+  static absl::StatusOr<uint64_t> ChunkCount(uint64_t elements,
+                                             uint64_t partition_bytes);
 
   // All chunks, in key order (chunks()[k].key == k).
   const std::vector<Chunk>& chunks() const { return chunks_; }

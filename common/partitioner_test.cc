@@ -1,5 +1,7 @@
 #include "common/partitioner.h"
 
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -100,11 +102,45 @@ TEST(PartitionerTest, EmptyTensorStillHasOneChunk) {
   EXPECT_EQ(partition->chunks()[0].num_elements, 0u);
 }
 
+TEST(PartitionerTest, ChunkCountIsTheCutOfCreate) {
+  EXPECT_EQ(*Partition::ChunkCount(0, 8), 1u);
+  EXPECT_EQ(*Partition::ChunkCount(4, 8), 2u);
+  EXPECT_EQ(*Partition::ChunkCount(5, 8), 3u);
+  EXPECT_EQ(*Partition::ChunkCount(10, 3 * sizeof(float)), 4u);
+  // n + max_elements - 1 would wrap here and count 0 chunks.
+  const uint64_t n = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(*Partition::ChunkCount(n, 8), n / 2 + 1);
+  EXPECT_EQ(Partition::ChunkCount(10, 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const uint64_t bytes :
+       {uint64_t{400}, uint64_t{4100}, uint64_t{64 << 10}}) {
+    auto partition = Partition::Create(kLeNet, bytes, 3);
+    ASSERT_TRUE(partition.ok());
+    uint64_t chunks = 0;
+    for (const uint64_t n : kLeNet) chunks += *Partition::ChunkCount(n, bytes);
+    EXPECT_EQ(partition->chunks().size(), chunks) << bytes;
+  }
+}
+
+// Counted before any chunk is made: the first tensor alone (2^31 chunks)
+// would take some 80 GB of Chunks before the second one is refused.
+TEST(PartitionerTest, TooManyChunksAreRefusedBeforeAnyIsMade) {
+  const uint64_t half = uint64_t{1} << 31;
+  const auto partition = Partition::Create({half, half}, 4, 1);
+  EXPECT_EQ(partition.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(partition.status().message(),
+            "the model has more than 2^32 - 1 chunks; raise partition_bytes "
+            "(4)");
+}
+
 TEST(PartitionerTest, RejectsBadArguments) {
   EXPECT_EQ(Partition::Create(kLeNet, 3, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Partition::Create(kLeNet, 1024, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Partition::Create({}, 3, 1).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "partition_bytes is checked with no tensor too";
 }
 
 }  // namespace

@@ -35,6 +35,102 @@ TEST(Fp32MessageBytesTest, BoundsAndSaturates) {
   EXPECT_EQ(Fp32MessageBytes(1, kMax / 2), kMax);
 }
 
+TEST(SizeModelTest, CountsAsThePartitionerCutsWithoutCutting) {
+  // 15 and 7 elements in chunks of at most 8: 2 + 1.
+  const ModelSize small = *SizeModel({15, 7}, 32);
+  EXPECT_EQ(small.elements, 22u);
+  EXPECT_EQ(small.chunks, 3u);
+  EXPECT_EQ(SizeModel({}, 32)->chunks, 0u);
+  EXPECT_EQ(SizeModel({0}, 32)->chunks, 1u) << "an empty tensor is a chunk";
+  // The attack of issue 14: one tensor of 2^31 elements, one per chunk.
+  const ModelSize attack = *SizeModel({uint64_t{1} << 31}, 4);
+  EXPECT_EQ(attack.chunks, uint64_t{1} << 31);
+  // At the element limit with the smallest partition: 2^40 chunks, and
+  // 2^40 + 1 elements (not a tensor TensorElements allows) one more.
+  EXPECT_EQ(SizeModel({kMaxTensorElements}, 4)->chunks, kMaxTensorElements);
+  EXPECT_EQ(SizeModel({kMaxTensorElements + 1}, 8)->chunks,
+            kMaxTensorElements / 2 + 1);
+  EXPECT_EQ(SizeModel({1}, 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SizeModelTest, ManyTensorsSaturateInsteadOfWrapping) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  // 2^24 tensors of 2^40 elements would be 2^64 elements; a few beyond
+  // the limit show the same without 2^24 entries.
+  const std::vector<uint64_t> tensors(5, kMax / 4);
+  const ModelSize model = *SizeModel(tensors, 4);
+  EXPECT_EQ(model.elements, kMax);
+  EXPECT_EQ(model.chunks, kMax);
+  EXPECT_EQ(CheckModelFits(model, 1, 64ull << 20, "r").code(),
+            absl::StatusCode::kInvalidArgument)
+      << "more chunks than keys";
+}
+
+TEST(CheckModelFitsTest, TheAttackOfIssue14IsRefusedNamingTheNumbers) {
+  const ModelSize attack = *SizeModel({uint64_t{1} << 31}, 4);
+  const absl::Status status =
+      CheckModelFits(attack, 2, 64ull << 20, "raise --max_message_mb");
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  // 2^31 * 4 + 2^31 * 128 bytes, against 2 * (64 - 1) MiB.
+  EXPECT_EQ(status.message(),
+            "the model's 2147483648 elements in 2147483648 chunks take "
+            "283467841536 bytes in fp32, more than 2 shards with a limit of "
+            "64 MiB (--max_message_mb) can carry; raise --max_message_mb");
+}
+
+TEST(CheckModelFitsTest, MoreChunksThanKeysAreInvalid) {
+  ModelSize model;
+  model.chunks = uint64_t{1} << 32;
+  const absl::Status status =
+      CheckModelFits(model, 1u << 31, 2047ull << 20, "");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "the model has 4294967296 chunks, more than 2^32 - 1; raise "
+            "partition_bytes");
+  model.chunks -= 1;
+  EXPECT_TRUE(CheckModelFits(model, 1u << 31, 2047ull << 20, "").ok())
+      << "2^32 - 1 chunks fit keys, and enough shards carry them";
+}
+
+// The bound to the byte: S shards of limit M carry 4 * e + 128 * c up to
+// S * (M - slack), for 1, 2, 3 and 64 shards.
+TEST(CheckModelFitsTest, FitsUpToTheLastByteOfEveryShard) {
+  for (const uint32_t shards : {1u, 2u, 3u, 64u}) {
+    const uint64_t limit = kMessageSlackBytes + 4096;
+    const uint64_t room = shards * uint64_t{4096};
+    // One chunk and as many elements as the rest of the room holds.
+    ModelSize model{(room - kChunkFramingBytes) / 4, 1};
+    EXPECT_TRUE(CheckModelFits(model, shards, limit, "").ok()) << shards;
+    ++model.elements;
+    EXPECT_EQ(CheckModelFits(model, shards, limit, "").code(),
+              absl::StatusCode::kFailedPrecondition)
+        << shards;
+    // The framing alone: room / 128 empty chunks fit, one more does not.
+    model = ModelSize{0, room / kChunkFramingBytes};
+    EXPECT_TRUE(CheckModelFits(model, shards, limit, "").ok()) << shards;
+    ++model.chunks;
+    EXPECT_FALSE(CheckModelFits(model, shards, limit, "").ok()) << shards;
+  }
+  // A limit at or below the slack carries nothing but an empty model.
+  EXPECT_TRUE(CheckModelFits({}, 1, kMessageSlackBytes, "").ok());
+  EXPECT_FALSE(CheckModelFits({0, 1}, 4, kMessageSlackBytes, "").ok());
+}
+
+// With one shard the model bound is the message bound of the whole model.
+TEST(CheckModelFitsTest, OneShardIsTheMessageBound) {
+  const uint64_t limit = 64ull << 20;
+  for (const ModelSize& model :
+       {ModelSize{1, 1}, ModelSize{(limit - kMessageSlackBytes) / 4 - 32, 1},
+        ModelSize{(limit - kMessageSlackBytes) / 4 - 31, 1},
+        ModelSize{kMaxTensorElements, 1}, ModelSize{0, 1u << 19},
+        ModelSize{0, (1u << 19) - 8192 + 1}}) {
+    EXPECT_EQ(CheckModelFits(model, 1, limit, "").ok(),
+              Fp32MessageBytes(model.elements, model.chunks) <= limit)
+        << model.elements << " elements in " << model.chunks << " chunks";
+  }
+}
+
 TEST(JoinComparisonTest, KeepsTheFirstDifferenceInOneSentence) {
   JoinComparison same("worker 2", "worker 0");
   same.Field("seed", uint64_t{3}, uint64_t{3}).Field("flag", true, true);

@@ -18,6 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/partitioner.h"
 #include "gmock/gmock.h"
@@ -404,6 +406,37 @@ TEST_F(AggregatorTest, JoinRefusesAModelTooLargeForTheMessageLimit) {
   EXPECT_GT(Fp32MessageBytes(22, 3), uint64_t{1} << 20);
 }
 
+// Issue 14 at the join: a ParamSpec of a few bytes declaring 2^31 chunks
+// is refused before the shard makes anything for it, and fixes nothing: a
+// worker with a model that fits still joins after it.
+TEST_F(AggregatorTest, AJoinDeclaringTwoToThe31ChunksIsRefusedAndFixesNothing) {
+  auto aggregator = Make(Options(1));
+  RunConfig config = MakeConfig(1, CodecId::kFp32);
+  JoinRequest attack = MakeJoin(0, config);
+  attack.config.partition_bytes = 4;
+  attack.tensors = {TensorSpec{"w", {int64_t{1} << 31}}};
+  const absl::Time start = absl::Now();
+  auto refused = Join(*aggregator, attack);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "counted, not cut";
+  ASSERT_TRUE(refused->done());
+  EXPECT_EQ(refused->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused->status().message(),
+              HasSubstr("2147483648 chunks take 283467841536 bytes in fp32, "
+                        "more than 1 shard with a limit of 64 MiB "
+                        "(--max_message_mb) can carry"));
+  EXPECT_FALSE(aggregator->all_joined());
+
+  // Large but fitting: 15 Mi elements (60 MiB in fp32) in 4 MiB chunks,
+  // within the 63 MiB a 64 MiB message carries besides its slack.
+  config.partition_bytes = 4 << 20;
+  JoinRequest large = MakeJoin(0, config);
+  large.tensors = {TensorSpec{"w", {15 << 20}}};
+  auto joined = Join(*aggregator, large);
+  ASSERT_TRUE(joined->done());
+  ASSERT_TRUE(joined->status().ok()) << joined->status();
+  EXPECT_EQ(joined->value().chunk_keys.size(), 15u);
+}
+
 struct Mismatch {
   std::string name;
   std::function<void(JoinRequest*)> change;
@@ -738,6 +771,10 @@ INSTANTIATE_TEST_SUITE_P(
                 [](PushRequest* p) { p->chunks[2] = p->chunks[0]; },
                 absl::StatusCode::kInvalidArgument,
                 "chunk 0 of worker 0 appears twice"},
+        BadPush{"TooManyChunks",
+                [](PushRequest* p) { p->chunks.push_back(p->chunks[0]); },
+                absl::StatusCode::kInvalidArgument,
+                "step 0: worker 0 pushed 4 chunks; shard 0 owns 3"},
         BadPush{"MissingChunk", [](PushRequest* p) { p->chunks.pop_back(); },
                 absl::StatusCode::kInvalidArgument,
                 "worker 0 pushed no chunk 2"},

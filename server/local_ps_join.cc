@@ -12,9 +12,9 @@
 #include "common/lr_schedule.h"
 #include "common/partitioner.h"
 #include "core/join_check.h"
-#include "core/limits.h"
 #include "kernels/codec_registry.h"
 #include "server/local_ps.h"
+#include "server/model_cut.h"
 
 namespace tern::server {
 namespace {
@@ -127,31 +127,12 @@ absl::Status LocalPs::CheckJoin(const JoinRequest& request) const {
 
 absl::Status LocalPs::Configure(const JoinRequest& request) {
   const RunConfig& config = request.config;
-  std::vector<uint64_t> elements;
-  for (const TensorSpec& tensor : request.tensors) {
-    absl::StatusOr<uint64_t> count =
-        core::TensorElements(tensor.name, tensor.shape);
-    if (!count.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("param spec: ", count.status().message()));
-    }
-    elements.push_back(*count);
-  }
-  absl::StatusOr<Partition> partition =
-      Partition::Create(elements, config.partition_bytes, 1);
-  if (!partition.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("partition: ", partition.status().message()));
-  }
-  const uint64_t bytes =
-      core::Fp32MessageBytes(partition->total_elements(), partition->chunks().size());
-  if (bytes > options_.max_message_bytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the model needs up to ", bytes,
-                     " bytes per message in fp32, more "
-                     "than --max_message_mb=",
-                     options_.max_message_bytes >> 20));
-  }
+  // The LPS is its data center's one shard.
+  absl::StatusOr<Partition> partition = CutModel(
+      request, ModelLimits{1, options_.max_message_bytes,
+                           "raise --max_message_mb of the LPS or a larger "
+                           "--partition_bytes"});
+  if (!partition.ok()) return partition.status();
   std::vector<bool> fp32_chunk(partition->chunks().size(), false);
   for (const uint32_t key : config.fp32_chunk_keys) {
     if (key >= fp32_chunk.size()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -63,8 +64,10 @@ class LocalPsTest : public ::testing::Test {
                     ->Checksum();
   }
 
-  std::unique_ptr<LocalPs> MakeLps(bool global) {
+  std::unique_ptr<LocalPs> MakeLps(bool global,
+                                   uint64_t max_message_bytes = 64ull << 20) {
     LocalPsOptions options;
+    options.max_message_bytes = max_message_bytes;
     options.mode = RunMode::kGaia;
     options.num_workers = 2;
     options.weight_codec = kernels::CodecId::kFp32;
@@ -342,6 +345,51 @@ TEST_F(LocalPsTest, RefusesJoinsThatDoNotFit) {
   // Closing answers worker 0's pending join while `status` still lives.
   lps.reset();
   EXPECT_TRUE(absl::IsUnavailable(*status)) << *status;
+}
+
+// Issue 14 at the LPS: a join of a few bytes declaring one tensor of 2^31
+// elements cut at 4 bytes (2^31 chunks) is refused before the LPS cuts the
+// model, and fixes nothing: the run's own workers join after it.
+TEST_F(LocalPsTest, AJoinDeclaringTwoToThe31ChunksIsRefusedBeforeCutting) {
+  std::optional<absl::Status> status;
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  JoinRequest attack = Join(1);  // worker 1 sends no weights: the model only
+  attack.config.partition_bytes = 4;
+  attack.tensors = {TensorSpec{"w", {int64_t{1} << 31}}};
+  const absl::Time start = absl::Now();
+  lps->Join(attack, [&](absl::StatusOr<JoinReply> r) { status = r.status(); });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "counted, not cut";
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::IsFailedPrecondition(*status)) << *status;
+  EXPECT_EQ(status->message(),
+            "the model's 2147483648 elements in 2147483648 chunks take "
+            "283467841536 bytes in fp32, more than 1 shard with a limit of 64 "
+            "MiB (--max_message_mb) can carry; raise --max_message_mb of the "
+            "LPS or a larger --partition_bytes");
+  JoinBoth(*lps);
+}
+
+// The LPS is its data center's one shard: a model that fills one message
+// to the byte joins (and waits for the others); one element more is
+// refused.
+TEST_F(LocalPsTest, AModelThatFillsOneMessageJoinsAndOneElementMoreDoesNot) {
+  constexpr uint64_t kLimit = 2ull << 20;  // 1 MiB of room after the slack
+  const int64_t fits = ((1 << 20) - 128) / 4;  // one chunk of it
+  for (const int64_t elements : {fits, fits + 1}) {
+    std::optional<absl::Status> status;
+    std::unique_ptr<LocalPs> lps = MakeLps(false, kLimit);
+    JoinRequest join = Join(1);
+    join.config.partition_bytes = 1 << 20;
+    join.tensors = {TensorSpec{"w", {elements}}};
+    lps->Join(join, [&](absl::StatusOr<JoinReply> r) { status = r.status(); });
+    if (elements == fits) {
+      EXPECT_FALSE(status.has_value()) << "accepted, waiting for worker 0";
+    } else {
+      ASSERT_TRUE(status.has_value());
+      EXPECT_TRUE(absl::IsFailedPrecondition(*status)) << *status;
+    }
+    lps.reset();  // answers a waiting join while `status` lives
+  }
 }
 
 // The core's expiry rule for joins: a Join call waits at most the barrier

@@ -54,6 +54,11 @@ absl::StatusOr<MatchedPush> MatchChunks(const PushRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat("step ", request.step, ": ", parts...));
   };
+  // Nothing is sized from a count beyond the shard's chunks.
+  if (request.chunks.size() > run.keys.size()) {
+    return invalid("worker ", worker, " pushed ", request.chunks.size(),
+                   " chunks; shard ", shard_index, " owns ", run.keys.size());
+  }
   MatchedPush matched;
   matched.chunks.assign(request.chunks.size(), nullptr);
   matched.shared_scalers.assign(request.chunks.size(), 0.0f);

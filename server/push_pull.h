@@ -48,8 +48,9 @@ struct CheckedPush {
   std::vector<std::vector<float>> values;
 };
 
-// Under the shard's lock: INVALID_ARGUMENT for a chunk the shard does not
-// own, a chunk pushed twice or a chunk missing. `shared` holds the open
+// Under the shard's lock: INVALID_ARGUMENT for more chunks than the shard
+// owns (before anything is sized from the count), a chunk the shard does
+// not own, a chunk pushed twice or a chunk missing. `shared` holds the open
 // step's shared scalers (null only when the shard has no TernGrad chunk).
 absl::StatusOr<MatchedPush> MatchChunks(const PushRequest& request,
                                         const ShardRun& run,

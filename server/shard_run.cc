@@ -8,6 +8,7 @@
 #include "common/partitioner.h"
 #include "core/limits.h"
 #include "kernels/codec_registry.h"
+#include "server/model_cut.h"
 
 namespace tern::server {
 namespace {
@@ -79,17 +80,11 @@ void ShardChunk::Open(uint64_t seed, uint64_t step, uint32_t num_workers) {
 absl::StatusOr<std::unique_ptr<ShardRun>> ShardRun::Build(
     const JoinRequest& first, const ShardLimits& limits) {
   const RunConfig& config = first.config;
-  std::vector<uint64_t> elements;
-  elements.reserve(first.tensors.size());
-  for (const TensorSpec& tensor : first.tensors) {
-    absl::StatusOr<uint64_t> count =
-        core::TensorElements(tensor.name, tensor.shape);
-    if (!count.ok()) return WithPrefix(count.status(), "param spec");
-    elements.push_back(*count);
-  }
   absl::StatusOr<Partition> partition =
-      Partition::Create(elements, config.partition_bytes, limits.num_shards);
-  if (!partition.ok()) return WithPrefix(partition.status(), "partition");
+      CutModel(first, ModelLimits{limits.num_shards, limits.max_message_bytes,
+                                  "raise --max_message_mb of the shards, use "
+                                  "more shards or a larger --partition_bytes"});
+  if (!partition.ok()) return partition.status();
   absl::StatusOr<absl::flat_hash_set<uint32_t>> fp32_keys =
       Fp32Keys(config.fp32_chunk_keys, partition->chunks().size());
   if (!fp32_keys.ok()) return fp32_keys.status();

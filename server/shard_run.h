@@ -68,9 +68,11 @@ struct ShardLimits {
 struct ShardRun {
   // Builds the run from the first joiner's request (already checked by
   // CheckJoinOptions): INVALID_ARGUMENT for a ParamSpec or config that
-  // cannot be partitioned or coded, FAILED_PRECONDITION for a model whose
-  // share on this shard would not fit a message in fp32. Every chunk's
-  // aggregation is opened for step 0.
+  // cannot be partitioned or coded, FAILED_PRECONDITION for a model that
+  // the run's shards together could not carry (core::CheckModelFits,
+  // counted before anything is made for the model) or whose share on this
+  // shard would not fit a message in fp32. Every chunk's aggregation is
+  // opened for step 0.
   static absl::StatusOr<std::unique_ptr<ShardRun>> Build(
       const JoinRequest& first, const ShardLimits& limits);
 

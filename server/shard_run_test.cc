@@ -4,6 +4,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
@@ -74,6 +76,74 @@ TEST(ShardRunTest, ATensorBeyondTwoToTheFortyIsRefused) {
   EXPECT_THAT(run.status().message(),
               HasSubstr("param spec: tensor 'b' of shape [2147483648, "
                         "2147483648] is too large"));
+}
+
+// Issue 14: a join of a few bytes declared one tensor of 2^31 elements cut
+// at 4 bytes, 2^31 chunks, and the shard made a Chunk for each (gigabytes)
+// before it found that no message could carry them. The model is counted
+// and refused before anything is made for it.
+TEST(ShardRunTest, AJoinDeclaringTwoToThe31ChunksIsRefusedBeforeCutting) {
+  JoinRequest join = MakeJoin();
+  join.config.num_shards = 2;
+  join.config.partition_bytes = 4;
+  join.tensors = {TensorSpec{"w", {int64_t{1} << 31}}};
+  const absl::Time start = absl::Now();
+  auto run = ShardRun::Build(join, Limits(0, 2));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "counted, not cut";
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(run.status().message(),
+            "the model's 2147483648 elements in 2147483648 chunks take "
+            "283467841536 bytes in fp32, more than 2 shards with a limit of "
+            "64 MiB (--max_message_mb) can carry; raise --max_message_mb of "
+            "the shards, use more shards or a larger --partition_bytes");
+}
+
+// Many tensors at the element limit: 2^12 * 2^40 elements, summed without
+// wrapping, refused as quickly: in 16 MiB chunks (2^30 of them) for their
+// bytes, in 4-byte chunks for more chunks than keys.
+TEST(ShardRunTest, ManyHugeTensorsAreRefusedBeforeCutting) {
+  JoinRequest join = MakeJoin();
+  join.config.partition_bytes = 16 << 20;
+  join.tensors.assign(4096, TensorSpec{"w", {1 << 20, 1 << 20}});
+  auto run = ShardRun::Build(join, Limits(0, 1));
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(run.status().message(),
+              HasSubstr("the model's 4503599627370496 elements in "
+                        "1073741824 chunks"));
+  join.config.partition_bytes = 4;
+  run = ShardRun::Build(join, Limits(0, 1));
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(run.status().message(),
+            "the model has 4503599627370496 chunks, more than 2^32 - 1; "
+            "raise partition_bytes");
+}
+
+// The bound is the shards' together: a model larger than one shard's
+// message but within two shards' is built, and each shard owns a share
+// that fits. One element more than the two carry is refused.
+TEST(ShardRunTest, AModelThatTheShardsTogetherCarryIsBuilt) {
+  constexpr uint64_t kLimit = 2ull << 20;  // 1 MiB of room after the slack
+  JoinRequest join = MakeJoin();
+  join.config.num_shards = 2;
+  join.config.codec = kernels::CodecId::kFp32;
+  join.config.push_layout = kernels::Layout::kRaw;
+  join.config.pull_layout = kernels::Layout::kRaw;
+  join.config.partition_bytes = 1 << 20;
+  // Two tensors of 1 MiB in fp32 less their framing (one chunk each).
+  const int64_t fits = ((1 << 20) - 128) / 4;
+  join.tensors = {TensorSpec{"a", {fits}}, TensorSpec{"b", {fits}}};
+  for (uint32_t shard = 0; shard < 2; ++shard) {
+    ShardLimits limits = Limits(shard, 2);
+    limits.max_message_bytes = kLimit;
+    auto run = ShardRun::Build(join, limits);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ((*run)->shard_elements, static_cast<uint64_t>(fits));
+  }
+  join.tensors[1].shape = {fits + 1};
+  ShardLimits limits = Limits(0, 2);
+  limits.max_message_bytes = kLimit;
+  EXPECT_EQ(ShardRun::Build(join, limits).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(ShardRunTest, RefusesBadFp32KeysAndCodecs) {
