@@ -377,6 +377,11 @@ bool Aggregator::all_joined() const {
   return all_joined_;
 }
 
+size_t Aggregator::waiting_pushes() const {
+  absl::MutexLock lock(&mu_);
+  return pushes_.waiters.size();
+}
+
 absl::Status Aggregator::run_status() const {
   absl::MutexLock lock(&mu_);
   return failed_;

@@ -122,7 +122,10 @@ class Aggregator {
 
   // One worker's push of every chunk of the shard for one step. Nothing is
   // added unless every chunk is valid. Answered with the aggregates once all
-  // N workers have pushed.
+  // N workers have pushed. Nothing of `request` is kept once this returns
+  // (DESIGN section 7: memory stays bounded): an admitted push is added
+  // into the chunks' sums before, and a duplicate of a counted push waits
+  // for the step's answer with its callback alone.
   void PushPull(const PushRequest& request, Callback<PushAnswer> done);
 
   // Compares `checksum` with the first one reported for `step`; a mismatch
@@ -145,6 +148,8 @@ class Aggregator {
   // The open step: the one the shard waits for pushes of.
   uint64_t step() const;
   bool all_joined() const;
+  // PushPull calls waiting for the open step's answer, duplicates included.
+  size_t waiting_pushes() const;
   // OK, or why the run failed (replicas diverged, a codec broke).
   absl::Status run_status() const;
 

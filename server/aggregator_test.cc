@@ -618,10 +618,17 @@ TEST_F(AggregatorTest, ADuplicatePushIsCountedOnceAndAnswered) {
   const PushRequest push0 = MakePush(0, 0, CodecId::kFp32, {});
   const PushRequest push1 = MakePush(1, 0, CodecId::kFp32, {});
   auto first = Push(*aggregator, push0);
-  auto duplicate = Push(*aggregator, push0);
+  EXPECT_EQ(aggregator->waiting_pushes(), 1u);
+  // The duplicate's request is a temporary that dies as soon as the call
+  // returns (as the service's does): the aggregator keeps nothing of it
+  // and waits with its callback alone (a sanitizer run would see a use
+  // after free otherwise).
+  auto duplicate = Push(*aggregator, PushRequest(push0));
   EXPECT_FALSE(first->done());
   EXPECT_FALSE(duplicate->done()) << "a duplicate must not complete the step";
+  EXPECT_EQ(aggregator->waiting_pushes(), 2u) << "a waiting call of its own";
   auto last = Push(*aggregator, push1);
+  EXPECT_EQ(aggregator->waiting_pushes(), 0u);
   for (const auto& call : {first, duplicate, last}) {
     ASSERT_TRUE(call->done());
     ASSERT_TRUE(call->status().ok()) << call->status();

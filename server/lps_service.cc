@@ -85,7 +85,11 @@ grpc::ServerUnaryReactor* LpsService::PushPull(
   if (!Admit(context, reactor, "PushPull", request->worker_id())) {
     return reactor;
   }
-  absl::StatusOr<PushRequest> push = PushFromWire(*request);
+  // The payload moves out of the request, which gRPC keeps until a held
+  // answer goes: as in PsService::PushPull (server/ps_service.cc), where
+  // the reasons it is sound are given.
+  absl::StatusOr<PushRequest> push =
+      TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
   if (!push.ok()) {
     logger_->warn("push of worker {} for step {} refused: {}",
                   request->worker_id(), request->step(),

@@ -90,7 +90,17 @@ grpc::ServerUnaryReactor* PsService::PushPull(
   if (!Admit(context, reactor, "PushPull", request->worker_id())) {
     return reactor;
   }
-  absl::StatusOr<PushRequest> push = PushFromWire(*request);
+  // gRPC keeps the request until Finish, which for a push held at the
+  // barrier (a duplicate too) comes when the step completes: its payload
+  // moves into `push`, which dies when this method returns, so that a
+  // pending push holds none (issue 14). Writing to it is sound: the const
+  // is the API's, not the object's (gRPC creates the request in its
+  // MessageHolder), and for a unary method gRPC reads it only before it
+  // calls this method; after, it only destroys it. (gRPC's own early
+  // release, a MessageAllocator whose holder frees the request in
+  // FreeRequest, would still copy the bytes first.)
+  absl::StatusOr<PushRequest> push =
+      TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
   if (!push.ok()) {
     logger_->warn("push of worker {} for step {} refused: {}",
                   request->worker_id(), request->step(),

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -70,6 +71,23 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   config.optimizer.lr_gamma = optimizer.lr_gamma();
   config.optimizer.steps = optimizer.steps();
   return config;
+}
+
+// A push without its chunks.
+PushRequest PushHeaderFromWire(const tern::v1::PushPullRequest& wire) {
+  PushRequest request;
+  request.worker_id = wire.worker_id();
+  request.step = wire.step();
+  request.fp32_weights = wire.fp32_weights();
+  return request;
+}
+
+absl::Status PushChunkError(const absl::Status& status,
+                            const tern::v1::PushPullRequest& wire,
+                            const tern::v1::ChunkPayload& chunk) {
+  return Prefixed(
+      status, absl::StrCat("step ", wire.step(), ": chunk ", chunk.chunk_key(),
+                           " of worker ", wire.worker_id()));
 }
 
 }  // namespace
@@ -170,19 +188,30 @@ ScalerRequest ScalersFromWire(const tern::v1::ShareScalersRequest& wire) {
 
 absl::StatusOr<PushRequest> PushFromWire(
     const tern::v1::PushPullRequest& wire) {
-  PushRequest request;
-  request.worker_id = wire.worker_id();
-  request.step = wire.step();
-  request.fp32_weights = wire.fp32_weights();
+  PushRequest request = PushHeaderFromWire(wire);
   request.chunks.reserve(wire.chunks_size());
   for (const tern::v1::ChunkPayload& chunk : wire.chunks()) {
     absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
-    if (!payload.ok()) {
-      return Prefixed(
-          payload.status(),
-          absl::StrCat("step ", wire.step(), ": chunk ", chunk.chunk_key(),
-                       " of worker ", wire.worker_id()));
-    }
+    if (!payload.ok()) return PushChunkError(payload.status(), wire, chunk);
+    request.chunks.push_back(
+        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+  }
+  return request;
+}
+
+absl::StatusOr<PushRequest> TakePushFromWire(tern::v1::PushPullRequest* wire) {
+  PushRequest request = PushHeaderFromWire(*wire);
+  // The chunks leave `wire` at once, objects and all, into a local that
+  // dies with this function (a pointer swap: both are on the heap).
+  google::protobuf::RepeatedPtrField<tern::v1::ChunkPayload> chunks;
+  chunks.Swap(wire->mutable_chunks());
+  request.chunks.reserve(chunks.size());
+  for (tern::v1::ChunkPayload& chunk : chunks) {
+    // The bytes move out first, so that PayloadFromWire copies none.
+    std::string data = std::move(*chunk.mutable_payload()->mutable_data());
+    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    if (!payload.ok()) return PushChunkError(payload.status(), *wire, chunk);
+    payload->data = std::move(data);
     request.chunks.push_back(
         ChunkPayload{chunk.chunk_key(), *std::move(payload)});
   }

@@ -38,6 +38,13 @@ using core::PayloadToWire;
 absl::StatusOr<JoinRequest> JoinFromWire(const tern::v1::JoinRequest& wire);
 ScalerRequest ScalersFromWire(const tern::v1::ShareScalersRequest& wire);
 absl::StatusOr<PushRequest> PushFromWire(const tern::v1::PushPullRequest& wire);
+// PushFromWire that takes the chunks out of `*wire` instead of copying
+// them: the payload bytes move into the result, and `*wire` is left with
+// no chunks (their objects freed), on error too. worker_id, step and
+// fp32_weights stay for the caller's log lines. For the services, whose
+// request gRPC keeps until the call is answered: a push that waits at a
+// barrier, or a duplicate of one, then holds no payload there (issue 14).
+absl::StatusOr<PushRequest> TakePushFromWire(tern::v1::PushPullRequest* wire);
 
 void JoinToWire(const JoinReply& reply, tern::v1::JoinResponse* out);
 void ScalersToWire(const ScalerReply& reply,

@@ -65,6 +65,64 @@ TEST(WireTest, UnknownEnumNumbersAreRefusedNamingTheChunk) {
   EXPECT_EQ(request->chunks[0].chunk_key, 4u);
 }
 
+// The services' conversion: the bytes move (the very buffer), nothing of
+// the chunks stays in the request, and the result is PushFromWire's.
+TEST(WireTest, TakePushFromWireMovesTheBytesAndEmptiesTheRequest) {
+  tern::v1::PushPullRequest push;
+  push.set_worker_id(2);
+  push.set_step(9);
+  push.set_fp32_weights(true);
+  for (uint32_t key : {4u, 7u}) {
+    tern::v1::ChunkPayload* chunk = push.add_chunks();
+    chunk->set_chunk_key(key);
+    *chunk->mutable_payload() = WirePayload();
+    chunk->mutable_payload()->set_data(
+        std::string(4096, static_cast<char>(key)));
+  }
+  const absl::StatusOr<PushRequest> copied = PushFromWire(push);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  const char* buffer = push.chunks(1).payload().data().data();
+
+  absl::StatusOr<PushRequest> taken = TakePushFromWire(&push);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(push.chunks_size(), 0) << "the request holds no chunk";
+  EXPECT_EQ(push.worker_id(), 2u);
+  EXPECT_EQ(push.step(), 9u);
+  EXPECT_EQ(taken->worker_id, 2u);
+  EXPECT_EQ(taken->step, 9u);
+  EXPECT_TRUE(taken->fp32_weights);
+  ASSERT_EQ(taken->chunks.size(), 2u);
+  EXPECT_EQ(taken->chunks[1].payload.data.data(), buffer)
+      << "moved, not copied";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(taken->chunks[i].chunk_key, copied->chunks[i].chunk_key);
+    const kernels::Payload& a = taken->chunks[i].payload;
+    const kernels::Payload& b = copied->chunks[i].payload;
+    EXPECT_EQ(a.codec, b.codec);
+    EXPECT_EQ(a.layout, b.layout);
+    EXPECT_EQ(a.format_version, b.format_version);
+    EXPECT_EQ(a.num_elements, b.num_elements);
+    EXPECT_EQ(a.num_summands, b.num_summands);
+    EXPECT_EQ(a.scalers, b.scalers);
+    EXPECT_EQ(a.data, b.data);
+  }
+}
+
+TEST(WireTest, TakePushFromWireEmptiesTheRequestOnErrorToo) {
+  tern::v1::PushPullRequest push;
+  push.set_worker_id(2);
+  push.set_step(9);
+  tern::v1::ChunkPayload* chunk = push.add_chunks();
+  chunk->set_chunk_key(4);
+  *chunk->mutable_payload() = WirePayload();
+  chunk->mutable_payload()->set_codec(static_cast<tern::v1::Codec>(42));
+  const absl::StatusOr<PushRequest> taken = TakePushFromWire(&push);
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(taken.status().message(),
+            "step 9: chunk 4 of worker 2: unknown codec 42");
+  EXPECT_EQ(push.chunks_size(), 0);
+}
+
 TEST(WireTest, JoinCarriesConfigAndSpec) {
   tern::v1::JoinRequest wire;
   wire.set_worker_id(1);
