@@ -46,6 +46,8 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
       net::SecurityFromFlags(options.tls, options.insecure);
   server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                      << 20;
+  // Every worker (data center) may send its largest message at once.
+  server_options.senders = static_cast<int>(options.num_datacenters);
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
       server_options, {{service, tern::v1::GlobalServer::service_full_name()}});
   if (!server.ok()) {

@@ -190,6 +190,7 @@ TEST_F(GsMainTest, AnAddressThatCannotBeBoundIsTransient) {
   const process::StopRequest never;  // the test does not stop it
   GsOptions options;
   options.listen = "192.0.2.1:0";  // TEST-NET-1: no address of this host
+  options.insecure = true;          // not loopback: plaintext must be asked for
   options.log_level = "off";
   EXPECT_EQ(RunGlobalServer(options, MakeNullLogger(), never),
             process::kExitTransient);

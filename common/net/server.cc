@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/net/plaintext.h"
 #include "grpc/grpc.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 
 namespace tern::net {
@@ -17,7 +18,24 @@ int Milliseconds(absl::Duration duration) {
       absl::ToInt64Milliseconds(duration), 1, int64_t{1} << 30));
 }
 
+// The bounds of ServerOptions on what a peer can make the server hold.
+void AddPeerLimits(const ServerOptions& options, grpc::ServerBuilder* builder) {
+  grpc::ResourceQuota quota("tern-server");
+  quota.Resize(static_cast<size_t>(TransportBytes(options)));
+  builder->SetResourceQuota(quota);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              options.max_concurrent_streams);
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              Milliseconds(options.handshake_timeout));
+}
+
 }  // namespace
+
+int64_t TransportBytes(const ServerOptions& options) {
+  const int64_t senders = std::max(options.senders, 1);
+  return (senders + 2) * int64_t{options.max_message_bytes} +
+         (int64_t{64} << 20);
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<ServiceEntry>& services) {
@@ -49,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // second must fail to bind, not share the port (gRPC sets SO_REUSEPORT
   // by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AddPeerLimits(options, &builder);
   for (const ServiceEntry& entry : services) {
     builder.RegisterService(entry.service);
   }

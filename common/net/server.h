@@ -28,7 +28,27 @@ struct ServerOptions {
   // Server-side pings to find clients that vanished; clients' pings are
   // accepted as often as the client keepalive of channel.h sends them.
   KeepaliveOptions keepalive;
+  // What a stranger can hold before any check of ours runs (gRPC 1.51
+  // checks max_message_bytes only once a message is complete, so a length
+  // prefix of 2 GB followed by a stream of bytes would be buffered whole):
+  // the memory gRPC's transport may hold for all connections together is a
+  // grpc::ResourceQuota of TransportBytes(); past it gRPC resets the calls
+  // that hold the most instead of buffering more. `senders` is how many
+  // peers may each send a message of max_message_bytes at once (a shard's
+  // workers, the global server's data centers).
+  int senders = 1;
+  // Calls open at once on one connection (a worker has at most two per
+  // shard: ShareScalers and PushPull).
+  int max_concurrent_streams = 16;
+  // A connection that has not finished its TLS handshake by then is
+  // closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
 };
+
+// The transport memory bound Server::Start applies for `options`:
+// (senders + 2) x max_message_bytes + 64 MiB, room for every sender's
+// largest message with two to spare, and for the small calls beside them.
+int64_t TransportBytes(const ServerOptions& options);
 
 // A service to serve and its full name for the health service (the
 // generated `tern::v1::ParameterServer::service_full_name()`).

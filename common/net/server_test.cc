@@ -131,7 +131,33 @@ TEST(ServerTest, APortInUseIsRefusedAsTransient) {
 TEST(ServerTest, AnUnparsableAddressIsRefused) {
   ServerOptions options;
   options.listen = "no-such-host.invalid:x";
+  options.security.plaintext_allowed = true;
   EXPECT_FALSE(Server::Start(options, {}).ok());
+}
+
+// Plaintext beyond loopback is refused before anything is bound.
+TEST(ServerTest, PlaintextBeyondLoopbackNeedsInsecure) {
+  ServerOptions options;
+  options.listen = "0.0.0.0:0";
+  const absl::StatusOr<std::unique_ptr<Server>> refused =
+      Server::Start(options, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  options.security.plaintext_allowed = true;
+  EXPECT_TRUE(Server::Start(options, {}).ok());
+}
+
+// Room for every sender's largest message, two more, and 64 MiB.
+TEST(ServerTest, TransportMemoryGrowsWithTheSenders) {
+  ServerOptions options;
+  options.max_message_bytes = 16 << 20;
+  options.senders = 4;
+  EXPECT_EQ(TransportBytes(options), int64_t{(6 * 16 + 64)} << 20);
+  options.senders = 0;  // at least one
+  EXPECT_EQ(TransportBytes(options), int64_t{(3 * 16 + 64)} << 20);
+  options.max_message_bytes = 2047 << 20;
+  options.senders = 1000;
+  EXPECT_EQ(TransportBytes(options), 1002 * (int64_t{2047} << 20) + (64 << 20));
 }
 
 }  // namespace
