@@ -63,7 +63,7 @@ Aggregator::~Aggregator() {
 ShardLimits Aggregator::Limits() const {
   return ShardLimits{options_.shard_index, options_.num_shards,
                      options_.num_workers, options_.max_message_bytes,
-                     options_.make_codec};
+                     options_.make_codec, options_.run_id};
 }
 
 // --- checks shared by the calls ---

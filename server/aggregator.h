@@ -79,6 +79,9 @@ struct AggregatorOptions {
   // The shard's gRPC message limit: Join refuses a model whose share on
   // this shard would not fit in fp32 (the widest encoding).
   uint64_t max_message_bytes = 64ull << 20;
+  // `tern ps --run_id`: a Join naming another run is refused before it
+  // can configure anything; empty: the first joiner names the run.
+  std::string run_id;
   // Where "now" comes from for the deadlines of pending calls; tests pass
   // a fake clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };

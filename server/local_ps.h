@@ -83,6 +83,9 @@ inline constexpr uint32_t kWeightStreamBit = 0x80000000u;
 struct LocalPsOptions {
   RunMode mode = RunMode::kWeightGrad;
   uint32_t num_workers = 1;
+  // `tern ps --run_id`: a Join naming another run is refused before it can
+  // configure anything; empty: the first joiner names the run.
+  std::string run_id;
   // The weight codec: kTernGrad, kInt8 or kFp32.
   kernels::CodecId weight_codec = kernels::CodecId::kTernGrad;
   // Whether a GS takes part (--global); without it there are no rounds.

@@ -74,6 +74,12 @@ absl::StatusOr<std::vector<LpsChunk>> DecodeInitialWeights(
 absl::Status LocalPs::CheckJoin(const JoinRequest& request) const {
   const uint32_t w = request.worker_id;
   const RunConfig& config = request.config;
+  if (!options_.run_id.empty() && config.run_id != options_.run_id) {
+    // Not named: the caller need not learn which run this LPS serves.
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker ", w, " joins another run than the one the LPS serves "
+        "(tern ps --run_id)"));
+  }
   if (w >= options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker_id ", w, " is not below --num_workers=", options_.num_workers,

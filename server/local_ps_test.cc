@@ -65,8 +65,10 @@ class LocalPsTest : public ::testing::Test {
   }
 
   std::unique_ptr<LocalPs> MakeLps(bool global,
-                                   uint64_t max_message_bytes = 64ull << 20) {
+                                   uint64_t max_message_bytes = 64ull << 20,
+                                   const std::string& run_id = "") {
     LocalPsOptions options;
+    options.run_id = run_id;
     options.max_message_bytes = max_message_bytes;
     options.mode = RunMode::kGaia;
     options.num_workers = 2;
@@ -306,6 +308,20 @@ TEST_F(LocalPsTest, RoundsAndTheFinalSynchronizationWithAGlobalServer) {
   absl::StatusOr<std::optional<SyncRound>> done =
       lps->NextRound(absl::ZeroDuration());
   EXPECT_TRUE(absl::IsCancelled(done.status()));
+}
+
+// `tern ps --run_id`: a join of another run configures nothing.
+TEST_F(LocalPsTest, AJoinOfAnotherRunIsRefusedBeforeItConfiguresAnything) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false, 64ull << 20, "test");
+  std::optional<absl::Status> status;
+  JoinRequest other = Join(0);
+  other.config.run_id = "other";
+  lps->Join(other, [&](absl::StatusOr<JoinReply> r) { status = r.status(); });
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::IsPermissionDenied(*status)) << *status;
+  EXPECT_THAT(std::string(status->message()),
+              ::testing::Not(::testing::HasSubstr("'test'")));
+  JoinBoth(*lps);  // the run's own workers then configure it
 }
 
 TEST_F(LocalPsTest, RefusesJoinsThatDoNotFit) {

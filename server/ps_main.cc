@@ -66,6 +66,7 @@ LocalPsOptions MakeLocalPsOptions(const PsOptions& options) {
   LocalPsOptions lps_options;
   lps_options.mode = options.mode;
   lps_options.num_workers = options.num_workers;
+  lps_options.run_id = options.run_id;
   switch (EffectiveWeightCodec(options)) {
     case WeightCodec::kInt8:
       lps_options.weight_codec = kernels::CodecId::kInt8;
@@ -187,6 +188,7 @@ int RunShard(const PsOptions& options, Logger logger,
   aggregator_options.shard_index = options.shard_index;
   aggregator_options.num_shards = options.num_shards;
   aggregator_options.num_workers = options.num_workers;
+  aggregator_options.run_id = options.run_id;
   aggregator_options.barrier_timeout = absl::Seconds(options.barrier_timeout_s);
   aggregator_options.join_timeout = absl::Seconds(options.join_timeout_s);
   aggregator_options.max_message_bytes =

@@ -102,6 +102,12 @@ absl::Status CheckJoinOptions(const JoinRequest& request,
                      request.shard_index, " to shard ", shard,
                      " (--ps must list the shards in shard-index order)"));
   }
+  if (!limits.run_id.empty() && config.run_id != limits.run_id) {
+    // Not named: the caller need not learn which run this shard serves.
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker ", worker, " joins another run than the one shard ", shard,
+        " serves (tern ps --run_id)"));
+  }
   if (!std::isfinite(config.clip) || config.clip < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("clip ", config.clip, " of worker ", worker,

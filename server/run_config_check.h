@@ -14,7 +14,8 @@ namespace tern::server {
 
 // INVALID_ARGUMENT when `request` cannot be served by this shard: another
 // mode, a worker id or counts other than the shard's flags, a join sent to
-// the wrong shard, a clip that is not a finite number >= 0.
+// the wrong shard, a clip that is not a finite number >= 0;
+// PERMISSION_DENIED when the shard has a run id and the join names another.
 absl::Status CheckJoinOptions(const JoinRequest& request,
                               const ShardLimits& limits);
 

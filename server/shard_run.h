@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -63,6 +64,8 @@ struct ShardLimits {
   std::function<absl::StatusOr<std::unique_ptr<kernels::Codec>>(
       const kernels::CodecOptions&)>
       make_codec;
+  // The run this shard serves (--run_id); empty: any.
+  std::string run_id;
 };
 
 struct ShardRun {
