@@ -5,9 +5,14 @@
 #      the test would cost CI a second full build). The base image and the
 #      library layer are reused when present, so later runs take seconds;
 #   2. deploy/compose/local.yaml with podman-compose: 2 shards, 4 workers,
-#      LeNet on synthetic data, TernGrad, 20 steps. Every worker exits 0
-#      after 20 steps with the same final parameter checksum; each shard
-#      exits 0 on SIGTERM;
+#      LeNet on synthetic data, TernGrad, 20 steps, in plaintext with
+#      TERN_INSECURE (the shards say so). Every worker exits 0 after 20
+#      steps with the same final parameter checksum; each shard exits 0 on
+#      SIGTERM;
+#   2b. the same with tls-local.yaml merged in: certificates made with the
+#      image's `tern certs` (as deploy/compose/tls-local.yaml says), mutual
+#      TLS on every link (a plaintext health check is refused), the same
+#      checksum as in plaintext;
 #   3. deploy/compose/geo.yaml, 2 regions x 1 worker (WeightGrad, WAN links
 #      shaped with tbf): every worker exits 0 and ends with its LPS's final
 #      checksum, the same in both regions;
@@ -67,10 +72,11 @@ teardown() {
 }
 trap teardown EXIT
 
-compose() {  # project file args...
-  local project=$1 file=$2
+compose() {  # project "file [override...]" args...
+  local project=$1 file file_args=()
+  for file in $2; do file_args+=(-f "$WORK/compose/$file"); done
   shift 2
-  podman-compose --no-ansi -p "$project" -f "$WORK/compose/$file" "$@" \
+  podman-compose --no-ansi -p "$project" "${file_args[@]}" "$@" \
     >>"$WORK/$project-compose.log" 2>&1 ||
     { tail -n 30 "$WORK/$project-compose.log" >&2; fail "podman-compose $* for $project failed"; }
 }
@@ -136,41 +142,87 @@ export TERN_IMAGE=$IMAGE TERN_MODEL=lenet TERN_DATASET=synthetic TERN_STEPS=$STE
 export TERN_BATCH_SIZE=32 TERN_SEED=7 TERN_EVAL_EVERY=0 TERN_CHECKPOINT_EVERY=10
 export TERN_LOG_LEVEL=info TERN_CODEC=terngrad
 
-# ---- 2. local.yaml: 2 shards, 4 workers ----
-LOCAL=tern-ct-local-$$
-PROJECTS+=("$LOCAL")
+# ---- 2. local.yaml: 2 shards, 4 workers (2b: with tls-local.yaml) ----
 export TERN_RUN_ID=ct-$$
-t0=$(date +%s)
-compose "$LOCAL" local.yaml up -d --no-build
-workers=()
-for i in 0 1 2 3; do workers+=("$(container "$LOCAL" "worker-$i")"); done
-shards=("$(container "$LOCAL" ps-0)" "$(container "$LOCAL" ps-1)")
-# The compose healthcheck (`tern health`), run on demand: podman has no
-# timers without systemd. Both shards must become healthy.
-for name in "${shards[@]}"; do
-  for attempt in $(seq 1 30); do
-    podman healthcheck run "$name" >/dev/null 2>&1 && break
-    [[ $attempt -lt 30 ]] || fail "$name never became healthy ($(podman inspect --format '{{.State.Status}}' "$name"))"
-    sleep 1
-  done
-done
-echo "container_test: local.yaml: both shards healthy (tern health) after $(($(date +%s) - t0)) s"
-wait_exited 300 "${workers[@]}"
-expect_exit_0 "${workers[@]}"
-local_s=$(($(date +%s) - t0))
-# Without systemd podman complains about healthcheck timers: exit codes tell.
-podman stop -t 20 "${shards[@]}" >/dev/null 2>&1
-expect_exit_0 "${shards[@]}"
 
-runs=$(podman volume inspect --format '{{.Mountpoint}}' "${LOCAL}_runs")
-records=$(final_records "$runs" ct-$$-worker-{0,1,2,3}.jsonl) || fail "$records"
-echo "$records" | sed 's/^/local.yaml: /'
-[[ $(echo "$records" | awk '{print $3}' | sort -u) == "$STEPS" ]] ||
-  fail "local.yaml: workers did not record $STEPS steps each"
-checksums=$(echo "$records" | awk '{print $2}' | sort -u)
-[[ $(echo "$checksums" | wc -l) -eq 1 && "$checksums" == 0x* ]] ||
-  fail "local.yaml: the workers' final checksums differ: $checksums"
-echo "container_test: local.yaml: 4 workers x $STEPS steps, checksum $checksums, compose up to last worker done in ${local_s} s"
+# Runs local.yaml (plus the overrides in $2) as project $1: both shards
+# healthy, every worker done with one checksum (left in local_sum), the
+# shards exit 0 on SIGTERM. $3 runs once the shards are healthy, with their
+# names.
+run_local() {  # project "files" check-while-serving
+  local project=$1 files=$2 while_serving=$3 t0 name attempt i
+  PROJECTS+=("$project")
+  t0=$(date +%s)
+  compose "$project" "$files" up -d --no-build
+  local workers=() shards=("$(container "$project" ps-0)" "$(container "$project" ps-1)")
+  for i in 0 1 2 3; do workers+=("$(container "$project" "worker-$i")"); done
+  # The compose healthcheck (`tern health`), run on demand: podman has no
+  # timers without systemd. Both shards must become healthy.
+  for name in "${shards[@]}"; do
+    for attempt in $(seq 1 30); do
+      podman healthcheck run "$name" >/dev/null 2>&1 && break
+      [[ $attempt -lt 30 ]] || fail "$name never became healthy ($(podman inspect --format '{{.State.Status}}' "$name"))"
+      sleep 1
+    done
+  done
+  echo "container_test: $files: both shards healthy (tern health) after $(($(date +%s) - t0)) s"
+  "$while_serving" "${shards[@]}"
+  wait_exited 300 "${workers[@]}"
+  expect_exit_0 "${workers[@]}"
+  local took=$(($(date +%s) - t0))
+  # Without systemd podman complains about healthcheck timers: exit codes tell.
+  podman stop -t 20 "${shards[@]}" >/dev/null 2>&1
+  expect_exit_0 "${shards[@]}"
+
+  local runs records checksums
+  runs=$(podman volume inspect --format '{{.Mountpoint}}' "${project}_runs")
+  records=$(final_records "$runs" ct-$$-worker-{0,1,2,3}.jsonl) || fail "$records"
+  echo "$records" | sed "s/^/$files: /"
+  [[ $(echo "$records" | awk '{print $3}' | sort -u) == "$STEPS" ]] ||
+    fail "$files: workers did not record $STEPS steps each"
+  checksums=$(echo "$records" | awk '{print $2}' | sort -u)
+  [[ $(echo "$checksums" | wc -l) -eq 1 && "$checksums" == 0x* ]] ||
+    fail "$files: the workers' final checksums differ: $checksums"
+  echo "container_test: $files: 4 workers x $STEPS steps, checksum $checksums, compose up to last worker done in ${took} s"
+  local_sum=$checksums
+}
+
+# Plaintext is explicit: each shard warns that it serves in plaintext.
+says_plaintext() {  # shard...
+  local name log
+  for name in "$@"; do
+    log=$(podman logs "$name" 2>&1)
+    [[ "$log" == *"--insecure: listening on 0.0.0.0:50051 in plaintext"* ]] ||
+      fail "$name does not say that it serves in plaintext (TERN_INSECURE)"
+  done
+}
+
+# Under TLS a shard warns of nothing, and refuses a plaintext health check.
+speaks_tls_only() {  # shard...
+  local name log
+  for name in "$@"; do
+    log=$(podman logs "$name" 2>&1)
+    [[ "$log" != *"plaintext"* ]] || fail "$name serves in plaintext under tls-local.yaml: $log"
+    if podman exec -e TERN_TLS_CERT= -e TERN_TLS_KEY= -e TERN_TLS_CA= "$name" \
+      tern health localhost:50051 --timeout=3 >/dev/null 2>&1; then
+      fail "$name answered a plaintext health check under tls-local.yaml"
+    fi
+  done
+}
+
+run_local "tern-ct-local-$$" local.yaml says_plaintext
+plain_sum=$local_sum
+
+# 2b. The certificates as tls-local.yaml's header makes them: a folder the
+# image's user owns, `tern certs` run through the image, ca.key removed.
+install -d -o 10001 -g 10001 "$WORK/compose/tls"
+podman run --rm -v "$WORK/compose/tls:/out" "$IMAGE" \
+  certs --out /out --run_id "$TERN_RUN_ID" --shards 2 --workers 4 >/dev/null ||
+  fail "tern certs in the image could not write the certificates"
+rm "$WORK/compose/tls/ca.key"
+run_local "tern-ct-tls-$$" "local.yaml tls-local.yaml" speaks_tls_only
+[[ "$local_sum" == "$plain_sum" ]] ||
+  fail "tls-local.yaml: checksum $local_sum, but $plain_sum in plaintext (same seed and steps)"
 
 # ---- 3. geo.yaml: 2 regions x 1 worker ----
 GEO=tern-ct-geo-$$
@@ -192,6 +244,12 @@ done
 log=$(podman logs "$(container "$GEO" global)" 2>&1)
 [[ $(grep -c "shaped to 100 mbit/s" <<<"$log") -ge 2 ]] ||
   fail "geo.yaml: the global server's WAN links were not shaped"
+# Plaintext on the WAN is explicit (TERN_INSECURE): both ends say so.
+[[ "$log" == *"--insecure: listening on 0.0.0.0:50060 in plaintext"* ]] ||
+  fail "geo.yaml: the global server does not say that it serves in plaintext"
+log=$(podman logs "$(container "$GEO" lps-0)" 2>&1)
+[[ "$log" == *"--insecure: connecting to the global server at global:50060 in plaintext"* ]] ||
+  fail "geo.yaml: lps-0 does not say that it reaches the global server in plaintext"
 podman stop -t 20 "${servers[@]}" >/dev/null 2>&1
 expect_exit_0 "${servers[@]}"
 
