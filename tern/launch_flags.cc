@@ -111,7 +111,8 @@ void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
 // to the workers only, cutting them off from plaintext shards. --tls gives
 // every child its own files; without it children inherit TERN_TLS_* from
 // launch's environment, all alike.
-constexpr const char* kTlsWorkerFlags[] = {"tls_cert", "tls_key", "tls_ca"};
+constexpr const char* kTlsWorkerFlags[] = {"tls_cert", "tls_key", "tls_ca",
+                                          "tls_refresh_s"};
 
 // The job's flags are the worker's own definitions (one source of truth);
 // those that launch sets per worker, and the TLS flags, are taken out

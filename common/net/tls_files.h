@@ -20,6 +20,10 @@ struct TlsFiles {
   // the server against it.
   std::string ca;
 
+  // How often the files are read again, in seconds (--tls_refresh_s): a
+  // rotated certificate is used by the handshakes after that.
+  int refresh_s = 10;
+
   // Whether any file is named: TLS is on.
   bool any() const { return !cert.empty() || !key.empty() || !ca.empty(); }
 };

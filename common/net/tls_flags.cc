@@ -11,6 +11,11 @@ void AddTlsFlags(CLI::App* app, TlsFiles* files, const std::string& group) {
                   "--tls_key; with no --tls_* flag at all, connections are "
                   "plaintext"),
       flags::Flag(app, "tls_key", &files->key, "PEM private key of --tls_cert"),
+      flags::Flag(app, "tls_refresh_s", &files->refresh_s,
+                  "seconds between readings of the --tls_* files: a "
+                  "replaced certificate, key or CA (a rotated Kubernetes "
+                  "secret) is used by new connections after at most this")
+          ->check(CLI::Range(1, 3600)),
       flags::Flag(app, "tls_ca", &files->ca,
                   "PEM CA certificate(s): a server requires client "
                   "certificates that chain to them (mTLS); a client verifies "
@@ -62,7 +67,11 @@ absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure) {
 }
 
 TransportSecurity SecurityFromFlags(const TlsFiles& files, bool insecure) {
-  if (files.any()) return TransportSecurity::Tls(files);
+  if (files.any()) {
+    TransportSecurity security = TransportSecurity::Tls(files);
+    security.refresh_interval = absl::Seconds(files.refresh_s);
+    return security;
+  }
   TransportSecurity security = TransportSecurity::Insecure();
   security.plaintext_allowed = insecure;
   return security;

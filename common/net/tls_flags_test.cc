@@ -95,5 +95,27 @@ TEST(TlsFlagsTest, AClientNeedsTheCaToVerifyItsServer) {
   }
 }
 
+// The files are read again every --tls_refresh_s seconds (1 to 3600).
+TEST(TlsFlagsTest, RefreshIntervalIsAFlag) {
+  Parsed parsed;
+  EXPECT_EQ(parsed.files.refresh_s, 10);
+  parsed.Parse("--tls_refresh_s=2 --tls_cert=/a.pem --tls_key=/a.key");
+  EXPECT_EQ(SecurityFromFlags(parsed.files).refresh_interval,
+            absl::Seconds(2));
+  Parsed zero;
+  EXPECT_THROW(zero.Parse("--tls_refresh_s=0"), CLI::ParseError);
+}
+
+// --insecure allows plaintext beyond loopback, and only without files.
+TEST(TlsFlagsTest, InsecureIsPlaintextAllowedAndNotWithFiles) {
+  EXPECT_TRUE(SecurityFromFlags(TlsFiles(), true).plaintext_allowed);
+  EXPECT_FALSE(SecurityFromFlags(TlsFiles(), false).plaintext_allowed);
+  EXPECT_TRUE(ValidateInsecureFlag(TlsFiles(), true).ok());
+  EXPECT_THAT(std::string(ValidateInsecureFlag(
+                              Given("/a.pem", "/a.key", ""), true)
+                              .message()),
+              HasSubstr("not both"));
+}
+
 }  // namespace
 }  // namespace tern::net
