@@ -24,7 +24,6 @@ namespace {
 constexpr int kSerialBits = 159;
 // notBefore lies this far in the past, for peers whose clocks lag.
 constexpr long kBackdateSeconds = 5 * 60;
-constexpr size_t kMaxRunIdLength = 64;
 
 template <auto Free>
 struct FreeWith {
@@ -227,7 +226,7 @@ absl::Status AddSubjectAltNames(X509* cert, const LeafSpec& spec) {
   GeneralNamesPtr names(sk_GENERAL_NAME_new_null());
   if (names == nullptr) return OpensslError("allocating subjectAltName");
   absl::Status status =
-      AppendGeneralName(names.get(), GEN_URI, IdentityUri(spec.identity));
+      AppendGeneralName(names.get(), GEN_URI, net::PeerUri(spec.identity));
   absl::flat_hash_set<std::string> seen;
   for (const std::string& host : spec.hosts) {
     if (!status.ok()) break;
@@ -263,39 +262,16 @@ std::string IpText(const ASN1_OCTET_STRING* bytes) {
 
 }  // namespace
 
-absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kPs:
-      return "ps";
-    case Role::kWorker:
-      return "worker";
-    case Role::kLps:
-      return "lps";
-    case Role::kGlobal:
-      return "global";
-  }
-  return "unknown";
-}
-
-std::string IdentityUri(const Identity& identity) {
-  return absl::StrCat("tern://", identity.run_id, "/", RoleName(identity.role),
-                      "/", identity.id);
-}
-
 std::string IdentityName(const Identity& identity) {
   if (identity.role == Role::kGlobal) return "global";
-  return absl::StrCat(RoleName(identity.role), "-", identity.id);
+  return absl::StrCat(net::PeerRoleName(identity.role), "-", identity.id);
 }
 
 absl::Status ValidateRunId(absl::string_view run_id) {
-  bool ok = !run_id.empty() && run_id.size() <= kMaxRunIdLength;
-  for (const char c : run_id) {
-    ok = ok && (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-');
-  }
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("run id '", run_id, "': must be 1 to ", kMaxRunIdLength,
-                   " characters from letters, digits, '.', '_' and '-'"));
+  if (net::IsValidRunId(run_id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "run id '", run_id, "': must be 1 to ", net::kMaxRunIdLength,
+      " characters from letters, digits, '.', '_' and '-'"));
 }
 
 absl::Status ValidateHost(absl::string_view host) {
@@ -361,7 +337,7 @@ absl::StatusOr<KeyAndCert> IssueLeaf(const KeyAndCert& ca,
   if (!status.ok()) return status;
   if (X509_sign(leaf, ca.key.get(), EVP_sha256()) == 0) {
     return OpensslError(absl::StrCat("signing the certificate of ",
-                                     IdentityUri(spec.identity)));
+                                     net::PeerUri(spec.identity)));
   }
   return KeyAndCert{*std::move(key), *std::move(cert)};
 }

@@ -45,23 +45,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/net/peer_identity.h"
 
 namespace tern::certs {
 
-enum class Role { kPs, kWorker, kLps, kGlobal };
-
-// "ps", "worker", "lps", "global".
-absl::string_view RoleName(Role role);
-
-// Who a certificate speaks for.
-struct Identity {
-  std::string run_id;
-  Role role = Role::kPs;
-  uint32_t id = 0;
-};
-
-// "tern://<run_id>/<role>/<id>" (see the top of this file).
-std::string IdentityUri(const Identity& identity);
+// Who a certificate speaks for: the identities the servers check
+// (common/net/peer_identity.h, whose PeerUri writes the URI a certificate
+// carries and whose ParsePeerUri reads it back).
+using Role = net::PeerRole;
+using Identity = net::PeerIdentity;
 
 // "<role>-<id>", e.g. "worker-3"; "global" for the global server. The stem
 // of the identity's files and its compose service name.

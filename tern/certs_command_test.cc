@@ -245,7 +245,7 @@ TEST(PlanLeavesTest, OrderAndHosts) {
   ASSERT_EQ(leaves.size(), 5u);
   std::vector<std::string> uris;
   for (const certs::LeafSpec& leaf : leaves) {
-    uris.push_back(certs::IdentityUri(leaf.identity));
+    uris.push_back(net::PeerUri(leaf.identity));
     EXPECT_EQ(leaf.days, 10);
     EXPECT_THAT(leaf.hosts, Contains("localhost"));
     EXPECT_THAT(leaf.hosts, Contains("127.0.0.1"));

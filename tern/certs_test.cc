@@ -67,10 +67,10 @@ LeafSpec Spec(Role role, uint32_t id, std::vector<std::string> hosts = {}) {
 }
 
 TEST(IdentityTest, UriAndName) {
-  EXPECT_EQ(IdentityUri({"run-1", Role::kWorker, 3}), "tern://run-1/worker/3");
-  EXPECT_EQ(IdentityUri({"r", Role::kPs, 0}), "tern://r/ps/0");
-  EXPECT_EQ(IdentityUri({"r", Role::kLps, 12}), "tern://r/lps/12");
-  EXPECT_EQ(IdentityUri({"r", Role::kGlobal, 0}), "tern://r/global/0");
+  EXPECT_EQ(net::PeerUri({"run-1", Role::kWorker, 3}), "tern://run-1/worker/3");
+  EXPECT_EQ(net::PeerUri({"r", Role::kPs, 0}), "tern://r/ps/0");
+  EXPECT_EQ(net::PeerUri({"r", Role::kLps, 12}), "tern://r/lps/12");
+  EXPECT_EQ(net::PeerUri({"r", Role::kGlobal, 0}), "tern://r/global/0");
   EXPECT_EQ(IdentityName({"r", Role::kWorker, 3}), "worker-3");
   EXPECT_EQ(IdentityName({"r", Role::kLps, 1}), "lps-1");
   EXPECT_EQ(IdentityName({"r", Role::kGlobal, 0}), "global");
@@ -152,7 +152,7 @@ TEST_P(LeafTest, VerifiesAndNamesExactlyItsIdentity) {
 
   absl::StatusOr<SubjectAltNames> names = ReadSubjectAltNames(*leaf.cert);
   ASSERT_TRUE(names.ok()) << names.status();
-  EXPECT_THAT(names->uris, ElementsAre(IdentityUri({"demo", role, id})));
+  EXPECT_THAT(names->uris, ElementsAre(net::PeerUri({"demo", role, id})));
   EXPECT_THAT(names->dns, ElementsAre("localhost", "tern-ps-0.tern-ps"));
   EXPECT_THAT(names->ips, ElementsAre("127.0.0.1", "::1", "10.1.2.3"));
 }

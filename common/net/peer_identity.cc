@@ -16,7 +16,6 @@ namespace tern::net {
 namespace {
 
 constexpr absl::string_view kScheme = "tern://";
-constexpr size_t kMaxRunIdLength = 64;
 
 absl::Status BadUri(absl::string_view uri, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -54,6 +53,11 @@ bool IsValidRunId(absl::string_view run_id) {
     }
   }
   return true;
+}
+
+std::string PeerUri(const PeerIdentity& identity) {
+  return absl::StrCat(kScheme, identity.run_id, "/",
+                      PeerRoleName(identity.role), "/", identity.id);
 }
 
 absl::StatusOr<PeerIdentity> ParsePeerUri(absl::string_view uri) {

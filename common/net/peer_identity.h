@@ -42,9 +42,16 @@ struct PeerIdentity {
   uint32_t id = 0;
 };
 
+// The longest run id: it sits in a certificate URI's authority.
+inline constexpr size_t kMaxRunIdLength = 64;
+
 // Whether `run_id` may be a run's id: 1 to 64 characters from
 // [A-Za-z0-9._-].
 bool IsValidRunId(absl::string_view run_id);
+
+// "tern://<run_id>/<role>/<id>": what `tern certs` writes into a
+// certificate (tern/certs.h) and ParsePeerUri reads back.
+std::string PeerUri(const PeerIdentity& identity);
 
 // "tern://<run_id>/<role>/<id>": a valid run id, one of the four roles and
 // a decimal id without leading zeros that fits 32 bits, nothing else.

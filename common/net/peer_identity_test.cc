@@ -177,5 +177,22 @@ TEST(PeerPolicyTest, IdentitiesAreRequiredExactlyUnderMutualTls) {
   EXPECT_EQ(expected.id, 2u);
 }
 
+// What `tern certs` writes is what the servers read back.
+TEST(PeerUriTest, WritesWhatParsePeerUriReads) {
+  for (const PeerIdentity& identity :
+       {PeerIdentity{"run-1", PeerRole::kWorker, 3},
+        PeerIdentity{"r", PeerRole::kPs, 0},
+        PeerIdentity{"r.2_x", PeerRole::kLps, 4294967295u},
+        PeerIdentity{"r", PeerRole::kGlobal, 0}}) {
+    const std::string uri = PeerUri(identity);
+    absl::StatusOr<PeerIdentity> parsed = ParsePeerUri(uri);
+    ASSERT_TRUE(parsed.ok()) << uri << ": " << parsed.status();
+    EXPECT_EQ(parsed->run_id, identity.run_id);
+    EXPECT_EQ(parsed->role, identity.role);
+    EXPECT_EQ(parsed->id, identity.id);
+  }
+  EXPECT_EQ(PeerUri({"run-1", PeerRole::kWorker, 3}), "tern://run-1/worker/3");
+}
+
 }  // namespace
 }  // namespace tern::net
