@@ -2,7 +2,8 @@
 // ArrivalSet, WaiterList, AnswerCache, Admit), driven over worker counts
 // and arrival orders with a fake clock, including the awkward orders: a
 // retry after the answer, a retry while the first copy is in flight, a
-// duplicate, a stale and a future step, and expiry exactly at the deadline.
+// duplicate, duplicates beyond the cap, a stale and a future step, and
+// expiry exactly at the deadline.
 #include "core/admission.h"
 
 #include <algorithm>
@@ -55,8 +56,13 @@ class ToyStepServer {
         deferred.Answer<Answer>(std::move(done), admission.error);
         return std::nullopt;
       case Admission<Answer>::Kind::kDuplicate:
-        waiters_.Add(worker, WaitDeadline(clock_->Now(), kTimeout),
-                     std::move(done));
+        if (!waiters_.Add(worker, WaitDeadline(clock_->Now(), kTimeout),
+                          done)) {
+          deferred.Answer<Answer>(
+              std::move(done),
+              TooManyWaitsError(absl::StrCat("worker ", worker),
+                                absl::StrCat("step ", step)));
+        }
         return std::nullopt;
       case Admission<Answer>::Kind::kAdmit:
         EXPECT_TRUE(arrivals_.Begin(worker));
@@ -69,8 +75,10 @@ class ToyStepServer {
     Deferred deferred;
     EXPECT_TRUE(arrivals_.Arrive(pending.worker));
     sum_ += pending.value;
-    waiters_.Add(pending.worker, WaitDeadline(clock_->Now(), kTimeout),
-                 std::move(pending.done));
+    // A member's first arrival: none of its calls waits yet.
+    EXPECT_TRUE(waiters_.Add(pending.worker,
+                             WaitDeadline(clock_->Now(), kTimeout),
+                             pending.done));
     if (!arrivals_.complete()) return;
     Answer answer = std::make_shared<const int64_t>(sum_);
     waiters_.AnswerAll(answer, &deferred);
@@ -308,6 +316,39 @@ TEST_P(StepAdmissionTest, WaitsExpireExactlyAtTheirDeadlineAndTheStepStaysOpen) 
   EXPECT_EQ(**retry->result, Sum());
   EXPECT_EQ(first->answers, 1) << "an expired call is not answered again";
   EXPECT_EQ(server.open(), 1u);
+}
+
+TEST_P(StepAdmissionTest, DuplicatesBeyondTheCapAreRefusedAtOnce) {
+  if (n() == 1) GTEST_SKIP() << "one worker's push is answered at once";
+  ToyStepServer server(n(), &clock_);
+  const uint32_t w = order().front();
+  // The first push and its copies, up to the cap, wait.
+  std::vector<std::shared_ptr<Call>> held;
+  for (size_t i = 0; i < kMaxWaitsPerMember; ++i) {
+    held.push_back(std::make_shared<Call>());
+    server.Push(w, 0, w + 1, Into(held.back()));
+  }
+  auto beyond = std::make_shared<Call>();
+  server.Push(w, 0, w + 1, Into(beyond));
+  ASSERT_EQ(beyond->answers, 1) << "answered at once";
+  EXPECT_EQ(beyond->result.status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(beyond->result.status().message(),
+            absl::StrCat("worker ", w,
+                         " already has 5 calls waiting for step 0; this one "
+                         "is refused (retries never need more at once)"));
+  std::vector<std::shared_ptr<Call>> others;
+  for (const uint32_t other : order()) {
+    if (other == w) continue;
+    others.push_back(std::make_shared<Call>());
+    server.Push(other, 0, other + 1, Into(others.back()));
+  }
+  for (const auto& call : held) {
+    ASSERT_EQ(call->answers, 1);
+    EXPECT_EQ(**call->result, Sum()) << "counted once";
+  }
+  for (const auto& call : others) EXPECT_EQ(**call->result, Sum());
+  EXPECT_EQ(beyond->answers, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(

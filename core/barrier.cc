@@ -7,6 +7,13 @@
 
 namespace tern::core {
 
+absl::Status TooManyWaitsError(absl::string_view member,
+                               absl::string_view wait) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      member, " already has ", kMaxWaitsPerMember, " calls waiting for ",
+      wait, "; this one is refused (retries never need more at once)"));
+}
+
 std::string NameMissing(const std::vector<bool>& present,
                         absl::string_view singular, absl::string_view plural) {
   std::vector<size_t> missing;

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -51,6 +52,26 @@ inline bool JoinPhaseExpired(absl::Time created, absl::Time now,
                              absl::Duration join_timeout) {
   return Expired(created + join_timeout, now);
 }
+
+// The most calls one member may have waiting at one barrier at once (for
+// one step, round or join: its call and the copies of it together). Each
+// holds a callback and an open gRPC call, and a copy is cheap to send, so
+// without a bound a stranger naming a member could make a server hold
+// calls without limit (issue 14; gRPC's 16 streams per connection do not
+// bound connections). A member's own calls never need more than 5: a copy
+// comes only when gRPC resends a call after its connection failed, and
+// gRPC makes at most 5 attempts of one call (its cap on the retry policy's
+// max_attempts, common/net/channel.h), each of which the server may still
+// hold; the hand-written retries that span deadlines (common/net/backoff.h)
+// come after the server answered the earlier call (the barrier timeout is
+// below the RPC deadline). A call beyond it is answered RESOURCE_EXHAUSTED
+// at once (TooManyWaitsError) and nothing of it is kept.
+inline constexpr size_t kMaxWaitsPerMember = 5;
+
+// RESOURCE_EXHAUSTED "worker 3 already has 5 calls waiting for step 12;
+// ..." (`member` as "worker 3", `wait` as "step 12" or "the join").
+absl::Status TooManyWaitsError(absl::string_view member,
+                               absl::string_view wait);
 
 // A message names at most this many members ("workers 0,...,15 and 3
 // more"), so one line stays readable with thousands of workers.
@@ -106,10 +127,10 @@ class ArrivalSet {
   uint32_t count_ = 0;
 };
 
-// The calls waiting for one barrier's answer, in arrival order. Each is
-// answered exactly once: by AnswerAll, by Expire, or (if the list is
-// destroyed with waiters left) never, so a server must AnswerAll before it
-// lets a list go (Close does).
+// The calls waiting for one barrier's answer, in arrival order, at most
+// kMaxWaitsPerMember of each member. Each is answered exactly once: by
+// AnswerAll, by Expire, or (if the list is destroyed with waiters left)
+// never, so a server must AnswerAll before it lets a list go (Close does).
 template <typename T>
 class WaiterList {
  public:
@@ -119,8 +140,17 @@ class WaiterList {
     Callback<T> done;
   };
 
-  void Add(uint32_t member, absl::Time deadline, Callback<T> done) {
+  // Takes `done` (moved from) to wait until `deadline`, unless `member`
+  // already has kMaxWaitsPerMember calls waiting: then returns false and
+  // leaves `done` as it was, for the caller to answer with
+  // TooManyWaitsError.
+  [[nodiscard]] bool Add(uint32_t member, absl::Time deadline,
+                         Callback<T>& done) {
+    size_t& waiting = waiting_[member];
+    if (waiting >= kMaxWaitsPerMember) return false;
+    ++waiting;
     waiters_.push_back(Waiter{member, deadline, std::move(done)});
+    return true;
   }
 
   // Answers every waiter with a copy of `answer`; the list is empty after.
@@ -129,6 +159,7 @@ class WaiterList {
       deferred->Answer<T>(std::move(waiter.done), answer);
     }
     waiters_.clear();
+    waiting_.clear();
   }
 
   // Answers the waiters that Expired() at `now` with `make_status()`
@@ -145,6 +176,9 @@ class WaiterList {
     }
     waiters_ = std::move(kept);
     if (expired.empty()) return 0;
+    for (const Waiter& waiter : expired) {
+      if (--waiting_[waiter.member] == 0) waiting_.erase(waiter.member);
+    }
     const absl::Status status = make_status();
     for (Waiter& waiter : expired) {
       deferred->Answer<T>(std::move(waiter.done), status);
@@ -154,9 +188,16 @@ class WaiterList {
 
   size_t size() const { return waiters_.size(); }
   bool empty() const { return waiters_.empty(); }
+  // How many calls of `member` wait.
+  size_t waiting(uint32_t member) const {
+    const auto it = waiting_.find(member);
+    return it == waiting_.end() ? 0 : it->second;
+  }
 
  private:
   std::vector<Waiter> waiters_;
+  // By member: how many of waiters_ are its (members with none absent).
+  absl::flat_hash_map<uint32_t, size_t> waiting_;
 };
 
 }  // namespace tern::core

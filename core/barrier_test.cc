@@ -94,9 +94,11 @@ TEST(WaiterListTest, ExpiresOnlyWaitersAtOrPastTheirDeadline) {
   const absl::Duration timeout = absl::Seconds(50);
   WaiterList<int> waiters;
   Outcome early, late;
-  waiters.Add(0, WaitDeadline(clock.Now(), timeout), Record(&early));
+  Callback<int> early_done = Record(&early);
+  ASSERT_TRUE(waiters.Add(0, WaitDeadline(clock.Now(), timeout), early_done));
   clock.Advance(absl::Seconds(10));
-  waiters.Add(1, WaitDeadline(clock.Now(), timeout), Record(&late));
+  Callback<int> late_done = Record(&late);
+  ASSERT_TRUE(waiters.Add(1, WaitDeadline(clock.Now(), timeout), late_done));
   int messages_built = 0;
   auto status = [&] {
     ++messages_built;
@@ -122,6 +124,68 @@ TEST(WaiterListTest, ExpiresOnlyWaitersAtOrPastTheirDeadline) {
   ASSERT_TRUE(late.done);
   EXPECT_EQ(*late.value, 7);
   EXPECT_TRUE(waiters.empty());
+}
+
+TEST(WaiterListTest, HoldsAtMostTheCapOfOneMemberAndLeavesTheRefusedCall) {
+  FakeClock clock;
+  const absl::Time deadline = WaitDeadline(clock.Now(), absl::Seconds(50));
+  WaiterList<int> waiters;
+  std::vector<Outcome> held(kMaxWaitsPerMember);
+  for (Outcome& outcome : held) {
+    Callback<int> done = Record(&outcome);
+    ASSERT_TRUE(waiters.Add(3, deadline, done));
+  }
+  EXPECT_EQ(waiters.waiting(3), kMaxWaitsPerMember);
+  Outcome refused;
+  Callback<int> done = Record(&refused);
+  EXPECT_FALSE(waiters.Add(3, deadline, done));
+  ASSERT_TRUE(done) << "a refused call stays with the caller";
+  EXPECT_EQ(waiters.size(), kMaxWaitsPerMember) << "nothing of it kept";
+  // Another member has its own room.
+  Outcome other;
+  Callback<int> other_done = Record(&other);
+  EXPECT_TRUE(waiters.Add(4, deadline, other_done));
+  {
+    Deferred deferred;
+    waiters.AnswerAll(9, &deferred);
+  }
+  for (const Outcome& outcome : held) EXPECT_EQ(*outcome.value, 9);
+  EXPECT_EQ(*other.value, 9);
+  EXPECT_FALSE(refused.done) << "the list never answers a call it refused";
+  EXPECT_EQ(waiters.waiting(3), 0u);
+  EXPECT_TRUE(waiters.Add(3, deadline, done)) << "room again once answered";
+  Deferred deferred;
+  waiters.AnswerAll(1, &deferred);
+}
+
+TEST(WaiterListTest, ExpiredCallsMakeRoomForTheirMember) {
+  FakeClock clock;
+  const absl::Duration timeout = absl::Seconds(50);
+  WaiterList<int> waiters;
+  std::vector<Outcome> outcomes(kMaxWaitsPerMember + 1);
+  for (size_t i = 0; i < kMaxWaitsPerMember; ++i) {
+    Callback<int> done = Record(&outcomes[i]);
+    ASSERT_TRUE(waiters.Add(0, WaitDeadline(clock.Now(), timeout), done));
+    clock.Advance(absl::Seconds(1));
+  }
+  Deferred deferred;
+  clock.Advance(timeout - absl::Seconds(kMaxWaitsPerMember));  // the first's
+  EXPECT_EQ(waiters.Expire(clock.Now(),
+                           [] { return absl::DeadlineExceededError("late"); },
+                           &deferred),
+            1u);
+  EXPECT_EQ(waiters.waiting(0), kMaxWaitsPerMember - 1);
+  Callback<int> done = Record(&outcomes.back());
+  EXPECT_TRUE(waiters.Add(0, WaitDeadline(clock.Now(), timeout), done));
+  waiters.AnswerAll(2, &deferred);
+}
+
+TEST(TooManyWaitsErrorTest, NamesTheMemberTheWaitAndTheCap) {
+  const absl::Status status = TooManyWaitsError("worker 3", "step 12");
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(),
+            "worker 3 already has 5 calls waiting for step 12; this one is "
+            "refused (retries never need more at once)");
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ GsService::GsService(RoundAggregator* aggregator, Logger logger,
                      net::PeerPolicy peers)
     : aggregator_(aggregator),
       logger_(std::move(logger)),
+      refusals_(logger_),
       peers_(std::move(peers)) {}
 
 bool GsService::Admit(grpc::CallbackServerContext* context,
@@ -92,8 +93,8 @@ bool GsService::Admit(grpc::CallbackServerContext* context,
   const absl::Status status =
       net::CheckCaller(*context, peers_, net::PeerRole::kLps, datacenter);
   if (status.ok()) return true;
-  logger_->warn("{} as data center {} refused: {}", method, datacenter,
-                std::string(status.message()));
+  LogRefusal(*context, method, status, "{} as data center {} refused: {}",
+             method, datacenter, std::string(status.message()));
   reactor->Finish(ToGrpcStatus(status));
   return false;
 }
@@ -111,7 +112,8 @@ grpc::ServerUnaryReactor* GsService::Register(
       plain.ok() ? aggregator_->Register(*plain) : plain.status();
   if (!reply.ok()) {
     if (!plain.ok()) {
-      logger_->warn("{}", std::string(plain.status().message()));
+      LogRefusal(*context, "Register", plain.status(), "{}",
+                 std::string(plain.status().message()));
     }
     reactor->Finish(ToGrpcStatus(reply.status()));
     return reactor;
@@ -134,8 +136,9 @@ grpc::ServerUnaryReactor* GsService::SyncRound(
   }
   absl::StatusOr<SyncRequest> plain = SyncFromWire(*request);
   if (!plain.ok()) {
-    logger_->warn("round {} of data center {} refused: {}", request->round(),
-                  request->datacenter(), std::string(plain.status().message()));
+    LogRefusal(*context, "SyncRound", plain.status(),
+               "round {} of data center {} refused: {}", request->round(),
+               request->datacenter(), std::string(plain.status().message()));
     reactor->Finish(ToGrpcStatus(plain.status()));
     return reactor;
   }

@@ -15,9 +15,11 @@
 #define TERN_GLOBAL_GS_SERVICE_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
+#include "common/refusal_log.h"
 #include "global/round_aggregator.h"
 #include "tern/v1/global_server.grpc.pb.h"
 
@@ -43,6 +45,19 @@ class GsService final : public tern::v1::GlobalServer::CallbackService {
       tern::v1::SyncRoundResponse* response) override;
 
  private:
+  // Logs a refused call's line at a bounded rate (common/refusal_log.h),
+  // counted under the caller's address and `method` with the status code.
+  // The service has no timer: the summary of the lines left out comes
+  // with the next refusal after the interval, or when it is destroyed.
+  template <typename... Args>
+  void LogRefusal(const grpc::CallbackServerContext& context,
+                  absl::string_view method, const absl::Status& status,
+                  spdlog::format_string_t<Args...> format,
+                  Args&&... args) const {
+    refusals_.Warn(PeerHost(context.peer()), RefusalReason(method, status),
+                   format, std::forward<Args>(args)...);
+  }
+
   // net::CheckCaller for the LPS of `datacenter`; when it refuses, logs
   // that and finishes the call with its status and returns false.
   bool Admit(grpc::CallbackServerContext* context,
@@ -51,6 +66,8 @@ class GsService final : public tern::v1::GlobalServer::CallbackService {
 
   RoundAggregator* const aggregator_;
   const Logger logger_;
+  // Thread-safe; counting refusals is no state of the service's.
+  mutable RefusalLog refusals_;
   const net::PeerPolicy peers_;
 };
 

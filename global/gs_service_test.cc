@@ -1,5 +1,6 @@
 #include "global/gs_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/captured_log.h"
 #include "common/net/channel.h"
 #include "common/net/credentials.h"
 #include "common/net/peer_identity.h"
@@ -42,10 +44,11 @@ class InProcessGs {
   // (plaintext, nothing checked, by default).
   explicit InProcessGs(RoundAggregatorOptions options,
                        net::TransportSecurity security = {},
-                       net::PeerPolicy peers = {}) {
+                       net::PeerPolicy peers = {},
+                       Logger logger = MakeNullLogger()) {
     options.seed = kSeed;
-    aggregator_ = *RoundAggregator::Create(options, MakeNullLogger());
-    service_ = std::make_unique<GsService>(aggregator_.get(), MakeNullLogger(),
+    aggregator_ = *RoundAggregator::Create(options, logger);
+    service_ = std::make_unique<GsService>(aggregator_.get(), logger,
                                            std::move(peers));
     net::ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
@@ -293,6 +296,40 @@ TEST(GsServiceTest, ErrorsCrossTheWireWithTheirCodeAndMessage) {
   status = Sync(stub.get(), SyncRequestFor(1, 0), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("has not registered"));
+}
+
+// A stranger repeating refused calls: the service's own refusals (a
+// layout no kernel knows) count under the caller's address, the
+// aggregator's (a future round) under the data center named; five lines
+// of each pass, whatever the number of calls.
+TEST(GsServiceTest, AThousandRefusedCallsFromOnePeerLogABoundedNumberOfLines) {
+  CapturedLog log;
+  InProcessGs gs(Options(2), {}, {}, log.logger());
+  ASSERT_TRUE(gs.started());
+  auto stub = gs.NewStub();
+  tern::v1::RegisterResponse reply;
+  ASSERT_TRUE(Register(stub.get(), Registration(0, 2), &reply).ok());
+  tern::v1::SyncRoundRequest bad_layout = SyncRequestFor(0, 0);
+  bad_layout.mutable_updates(0)->mutable_payload()->set_layout(
+      static_cast<tern::v1::Layout>(77));
+  const tern::v1::SyncRoundRequest future = SyncRequestFor(0, 3);
+  tern::v1::SyncRoundResponse response;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(Sync(stub.get(), bad_layout, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    ASSERT_EQ(Sync(stub.get(), future, &response).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  const std::vector<std::string> warnings = log.Lines(spdlog::level::warn);
+  EXPECT_EQ(warnings.size(), 10u);
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(),
+                       "round 0 of data center 0 refused: round 0: chunk 0 of "
+                       "data center 0: unknown layout 77"),
+            5);
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(),
+                       "round 3 of data center 0 refused: round 3 of data "
+                       "center 0 is in the future: the GS is at round 0"),
+            5);
 }
 
 TEST(GsServiceTest, ALateDataCenterGetsTheStoredAnswerAtOnce) {

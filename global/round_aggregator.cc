@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<RoundAggregator>> RoundAggregator::Create(
 RoundAggregator::RoundAggregator(RoundAggregatorOptions options, Logger logger)
     : options_(std::move(options)),
       logger_(std::move(logger)),
+      refusals_(logger_, options_.clock),
       sent_(options_.num_datacenters),
       answers_(static_cast<size_t>(options_.max_lag) + 1) {
   const uint32_t k = options_.num_datacenters;
@@ -59,7 +60,14 @@ RoundAggregator::~RoundAggregator() {
   Close(absl::UnavailableError("the global server is shutting down"));
 }
 
+std::string RoundAggregator::DatacenterKey(uint32_t datacenter) const {
+  return datacenter < options_.num_datacenters
+             ? absl::StrCat("data center ", datacenter)
+             : "an unknown data center";
+}
+
 void RoundAggregator::Tick(absl::Time now) {
+  refusals_.Flush();
   core::Deferred deferred;
   absl::MutexLock lock(&mu_);
   MaybeClose(now, &deferred);

@@ -49,6 +49,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/refusal_log.h"
 #include "core/admission.h"
 #include "core/barrier.h"
 #include "core/deferred.h"
@@ -148,9 +149,10 @@ class RoundAggregator {
   void SyncRound(const SyncRequest& request, SyncCallback done);
 
   // Closes the open round once T_global has passed (unless a data center
-  // lags too far: then the round is held), and answers UNAVAILABLE to held
-  // calls whose hold lasted hold_timeout. Call it often (`tern global`
-  // does every 100 ms).
+  // lags too far: then the round is held), answers UNAVAILABLE to held
+  // calls whose hold lasted hold_timeout, and logs the summaries of the
+  // refusals left out of the log (common/refusal_log.h). Call it often
+  // (`tern global` does every 100 ms).
   void Tick(absl::Time now);
 
   // Answers every pending call with `status`, and every later call too
@@ -167,6 +169,20 @@ class RoundAggregator {
 
  private:
   RoundAggregator(RoundAggregatorOptions options, Logger logger);
+
+  // Logs a refused call's line at a bounded rate (common/refusal_log.h),
+  // counted under the data center it names and `call` with the status code.
+  template <typename... Args>
+  void LogRefusal(uint32_t datacenter, absl::string_view call,
+                  const absl::Status& status,
+                  spdlog::format_string_t<Args...> format, Args&&... args) {
+    refusals_.Warn(DatacenterKey(datacenter), RefusalReason(call, status),
+                   format, std::forward<Args>(args)...);
+  }
+  // "data center 2", or "an unknown data center" for an index beyond
+  // --num_datacenters, so that made-up ones make no refusal keys of their
+  // own.
+  std::string DatacenterKey(uint32_t datacenter) const;
 
   // --- registration (round_registration.cc) ---
   // What fits this GS at all, whoever registered first.
@@ -242,6 +258,8 @@ class RoundAggregator {
 
   const RoundAggregatorOptions options_;
   const Logger logger_;
+  // Thread-safe on its own; not guarded by mu_.
+  RefusalLog refusals_;
 
   mutable absl::Mutex mu_;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);
@@ -285,7 +303,9 @@ class RoundAggregator {
   // Chunks of the open round some data center sent in fp32 RAW in place of
   // their codec: answered in fp32.
   absl::flat_hash_set<uint32_t> exact_chunks_ ABSL_GUARDED_BY(mu_);
-  // The calls waiting for the open round. A call's deadline is its arrival
+  // The calls waiting for the open round, at most core::kMaxWaitsPerMember
+  // of one data center (one more is RESOURCE_EXHAUSTED at once). A call's
+  // deadline is its arrival
   // + hold_timeout, and it expires only while the round is held and the
   // hold itself is hold_timeout old: so each call waits hold_timeout from
   // the later of its arrival and the hold's start (ExpireHolds).

@@ -16,7 +16,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/captured_log.h"
 #include "common/philox.h"
+#include "core/barrier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
@@ -94,7 +96,8 @@ struct Fixture {
   std::shared_ptr<FakeClock> clock = std::make_shared<FakeClock>();
   std::unique_ptr<RoundAggregator> gs;
 
-  explicit Fixture(uint32_t k, uint32_t max_lag = 2) {
+  explicit Fixture(uint32_t k, uint32_t max_lag = 2,
+                   Logger logger = MakeNullLogger()) {
     RoundAggregatorOptions options;
     options.num_datacenters = k;
     options.seed = kSeed;
@@ -103,7 +106,7 @@ struct Fixture {
     options.hold_timeout = kHoldTimeout;
     options.clock = [clock = clock] { return clock->Now(); };
     absl::StatusOr<std::unique_ptr<RoundAggregator>> created =
-        RoundAggregator::Create(options, MakeNullLogger());
+        RoundAggregator::Create(options, std::move(logger));
     EXPECT_TRUE(created.ok()) << created.status();
     gs = *std::move(created);
   }
@@ -459,6 +462,51 @@ TEST(RoundAggregatorTest, ADuplicateIsCountedOnceAndAnsweredAlike) {
   EXPECT_EQ(*late_retry->Wait(), answer);
   EXPECT_EQ(f.gs->stats().duplicates, 2u);
   EXPECT_EQ(f.gs->open_round(), 1u);
+}
+
+TEST(RoundAggregatorTest, DuplicatesBeyondTheCapAreRefusedAtOnce) {
+  constexpr uint32_t kK = 2;
+  Fixture f(kK);
+  RegisterAll(f.gs.get(), kK, {2});
+  // The first request and its copies wait, up to the cap.
+  std::vector<std::shared_ptr<Pending>> held;
+  for (size_t i = 0; i < core::kMaxWaitsPerMember; ++i) {
+    held.push_back(f.Send(Request(0, 0, {Fp32Update(0, {4, 8})})));
+    EXPECT_FALSE(held.back()->done());
+  }
+  auto beyond = f.Send(Request(0, 0, {Fp32Update(0, {4, 8})}));
+  ASSERT_TRUE(beyond->done()) << "answered at once";
+  const absl::Status refused = beyond->Wait().status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "data center 0 already has 5 calls waiting for round 0; this one "
+            "is refused (retries never need more at once)");
+  auto other = f.Send(Request(1, 0, {Fp32Update(0, {2, 2})}));
+  const RoundAnswerPtr answer = *other->Wait();
+  for (const auto& call : held) EXPECT_EQ(*call->Wait(), answer);
+  ExpectSameBits(DecodeFp32(answer->average[0].payload), {3, 5});
+}
+
+TEST(RoundAggregatorTest, AThousandRefusedRequestsLogABoundedNumberOfLines) {
+  CapturedLog log;
+  Fixture f(2, 2, log.logger());
+  RegisterAll(f.gs.get(), 2, {2});
+  for (int i = 0; i < 1000; ++i) {
+    auto future = f.Send(Request(1, 7, {Fp32Update(0, {1, 1})}));
+    EXPECT_EQ(future->Wait().status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  auto warnings = [&] { return log.Lines(spdlog::level::warn); };
+  ASSERT_EQ(warnings().size(), 5u);
+  EXPECT_EQ(warnings()[0],
+            "round 7 of data center 1 refused: round 7 of data center 1 is in "
+            "the future: the GS is at round 0");
+  f.clock->Advance(absl::Seconds(60));
+  f.Tick();
+  ASSERT_EQ(warnings().size(), 6u);
+  EXPECT_EQ(warnings().back(),
+            "995 more refusals of round FAILED_PRECONDITION from data center 1 "
+            "in the last 60 s were not logged");
 }
 
 // max_lag = 1: data center 1 registers and stays silent.

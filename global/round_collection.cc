@@ -21,6 +21,13 @@ absl::Status NoLongerKept(uint64_t round, uint32_t datacenter,
                    " is no longer kept: the GS is at round ", open_round));
 }
 
+// RESOURCE_EXHAUSTED: the data center's calls for `round` already fill
+// their places (core::kMaxWaitsPerMember).
+absl::Status TooManyWaits(uint32_t datacenter, uint64_t round) {
+  return core::TooManyWaitsError(absl::StrCat("data center ", datacenter),
+                                 absl::StrCat("round ", round));
+}
+
 }  // namespace
 
 void RoundAggregator::SyncRound(const SyncRequest& request, SyncCallback done) {
@@ -46,8 +53,9 @@ void RoundAggregator::SyncRound(const SyncRequest& request, SyncCallback done) {
 void RoundAggregator::Refuse(const SyncRequest& request, absl::Status status,
                              SyncCallback done, core::Deferred* deferred) {
   ++stats_.refused;
-  logger_->warn("round {} of data center {} refused: {}", request.round,
-                request.datacenter, std::string(status.message()));
+  LogRefusal(request.datacenter, "round", status,
+             "round {} of data center {} refused: {}", request.round,
+             request.datacenter, std::string(status.message()));
   deferred->Answer<RoundAnswerPtr>(std::move(done), std::move(status));
 }
 
@@ -88,8 +96,11 @@ bool RoundAggregator::Admit(const SyncRequest& request, SyncCallback& done,
     ++stats_.duplicates;
     if (round == open_round_) {
       // While the round is held, this call's own hold begins now.
-      waiters_.Add(d, core::WaitDeadline(options_.clock(), options_.hold_timeout),
-                   std::move(done));
+      if (!waiters_.Add(
+              d, core::WaitDeadline(options_.clock(), options_.hold_timeout),
+              done)) {
+        return refuse(TooManyWaits(d, round));
+      }
       return false;
     }
     if (stored == nullptr) {
@@ -172,6 +183,13 @@ void RoundAggregator::Add(const SyncRequest& request,
     }
     stored = *kept;
   }
+  // Before anything is added, so that a refusal counts nothing (not
+  // reached: a data center's first request of a round finds none of its
+  // calls waiting).
+  if (!late && !waiters_.Add(d, core::WaitDeadline(now, options_.hold_timeout),
+                             done)) {
+    return Refuse(request, TooManyWaits(d, round), std::move(done), deferred);
+  }
   Accumulate(d, round, *std::move(decoded));
   if (late) {
     ++stats_.late_submissions;
@@ -183,8 +201,6 @@ void RoundAggregator::Add(const SyncRequest& request,
   } else {
     sent_.Arrive(d);
     if (!first_arrival_.has_value()) first_arrival_ = now;
-    waiters_.Add(d, core::WaitDeadline(now, options_.hold_timeout),
-                 std::move(done));
   }
   // All K may have sent now, or a lagging data center may have caught up
   // enough to release a hold.

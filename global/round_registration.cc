@@ -201,8 +201,9 @@ absl::StatusOr<RegisterReply> RoundAggregator::Register(
   }
   if (!status.ok()) {
     ++stats_.refused;
-    logger_->warn("registration of data center {} refused: {}", d,
-                  std::string(status.message()));
+    LogRefusal(d, "registration", status,
+               "registration of data center {} refused: {}", d,
+               std::string(status.message()));
     return status;
   }
   if (!registered_[d]) {

@@ -18,6 +18,13 @@ std::string Seconds(absl::Duration duration) {
   return absl::StrCat(absl::ToDoubleSeconds(duration), "s");
 }
 
+// RESOURCE_EXHAUSTED: the worker's calls for `step` already fill their
+// places at the barrier (core::kMaxWaitsPerMember).
+absl::Status TooManyWaits(uint32_t worker, uint64_t step) {
+  return core::TooManyWaitsError(absl::StrCat("worker ", worker),
+                                 absl::StrCat("step ", step));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(
@@ -51,6 +58,7 @@ Aggregator::Aggregator(AggregatorOptions options, Logger logger)
       logger_(std::move(logger)),
       created_(options_.clock()),
       names_{"step", absl::StrCat("shard ", options_.shard_index)},
+      refusals_(logger_, options_.clock),
       joined_(options_.num_workers),
       scalers_(options_.num_workers, &names_),
       pushes_(options_.num_workers) {}
@@ -67,6 +75,11 @@ ShardLimits Aggregator::Limits() const {
 }
 
 // --- checks shared by the calls ---
+
+std::string Aggregator::WorkerKey(uint32_t worker) const {
+  return worker < options_.num_workers ? absl::StrCat("worker ", worker)
+                                       : "an unknown worker";
+}
 
 absl::Status Aggregator::CheckWorker(uint32_t worker) const {
   if (!closed_.ok()) return closed_;
@@ -128,11 +141,13 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
   core::Deferred deferred;
   absl::MutexLock lock(&mu_);
   const uint32_t worker = request.worker_id;
+  auto refuse = [&](absl::Status status) {
+    LogRefusal(worker, "join", status, "join of worker {} refused: {}", worker,
+               std::string(status.message()));
+    deferred.Answer<JoinReply>(std::move(done), std::move(status));
+  };
   if (absl::Status status = AdmitJoin(request); !status.ok()) {
-    logger_->warn("join of worker {} refused: {}", worker,
-                  std::string(status.message()));
-    deferred.Answer<JoinReply>(std::move(done), status);
-    return;
+    return refuse(std::move(status));
   }
   if (joined_.Arrive(worker)) {
     logger_->info("worker {} joined ({} of {})", worker, joined_.count(),
@@ -149,8 +164,9 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
   }
   if (all_joined_) {
     deferred.Answer<JoinReply>(std::move(done), reply);
-  } else {
-    join_waiters_.Add(worker, Deadline(), std::move(done));
+  } else if (!join_waiters_.Add(worker, Deadline(), done)) {
+    refuse(core::TooManyWaitsError(absl::StrCat("worker ", worker),
+                                   "the join"));
   }
 }
 
@@ -165,9 +181,9 @@ void Aggregator::ShareScalers(const ScalerRequest& request,
     status = scalers_.Share(request, step_, Deadline(), done, &deferred);
   }
   if (!status.ok()) {
-    logger_->warn("scalers of worker {} for step {} refused: {}",
-                  request.worker_id, request.step,
-                  std::string(status.message()));
+    LogRefusal(request.worker_id, "scalers", status,
+               "scalers of worker {} for step {} refused: {}",
+               request.worker_id, request.step, std::string(status.message()));
     deferred.Answer<ScalerAnswer>(std::move(done), std::move(status));
   }
 }
@@ -191,7 +207,9 @@ absl::StatusOr<std::unique_ptr<MatchedPush>> Aggregator::AdmitPush(
       deferred->Answer<PushAnswer>(std::move(done), *admission.cached);
       return nullptr;
     case Kind::kDuplicate:  // counted once, answered with the others
-      pushes_.waiters.Add(worker, Deadline(), std::move(done));
+      if (!pushes_.waiters.Add(worker, Deadline(), done)) {
+        return TooManyWaits(worker, step);
+      }
       return nullptr;
     case Kind::kAdmit:
       break;
@@ -214,8 +232,8 @@ void Aggregator::PushPull(const PushRequest& request,
   const uint32_t worker = request.worker_id;
   const uint64_t step = request.step;
   auto refuse = [&](absl::Status status, core::Deferred* deferred) {
-    logger_->warn("push of worker {} for step {} refused: {}", worker, step,
-                  std::string(status.message()));
+    LogRefusal(worker, "push", status, "push of worker {} for step {} refused: {}",
+               worker, step, std::string(status.message()));
     deferred->Answer<PushAnswer>(std::move(done), std::move(status));
   };
 
@@ -265,7 +283,11 @@ void Aggregator::PushPull(const PushRequest& request,
     deferred.Answer<PushAnswer>(std::move(done), serving);
     return;
   }
-  pushes_.waiters.Add(worker, Deadline(), std::move(done));
+  // Not refused: a worker's first push of a step finds none of its calls
+  // waiting (they are answered when the step before completes).
+  if (!pushes_.waiters.Add(worker, Deadline(), done)) {
+    return refuse(TooManyWaits(worker, step), &deferred);
+  }
   if (pushes_.pushed.complete()) CompleteStep(&deferred);
 }
 
@@ -313,6 +335,7 @@ absl::Status Aggregator::CheckParams(uint32_t worker_id, uint64_t step,
 }
 
 absl::Status Aggregator::ExpireWaits(absl::Time now) {
+  refusals_.Flush();
   core::Deferred deferred;
   absl::MutexLock lock(&mu_);
   const std::string within =

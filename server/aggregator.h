@@ -24,6 +24,9 @@
 // steps follow core::Admit, and every pending call -- a join included --
 // expires by the core's one rule: barrier_timeout after its arrival.
 //
+// Refusals are logged at a bounded rate per worker and kind
+// (common/refusal_log.h); ExpireWaits logs the summaries of those left out.
+//
 // Callbacks: each asynchronous method calls its `done` exactly once, either
 // before it returns (an error, a cached answer, or the call completed the
 // barrier) or later from the thread that completes the barrier, from
@@ -51,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/refusal_log.h"
 #include "core/admission.h"
 #include "core/barrier.h"
 #include "core/deferred.h"
@@ -128,7 +132,9 @@ class Aggregator {
   // N workers have pushed. Nothing of `request` is kept once this returns
   // (DESIGN section 7: memory stays bounded): an admitted push is added
   // into the chunks' sums before, and a duplicate of a counted push waits
-  // for the step's answer with its callback alone.
+  // for the step's answer with its callback alone. At most
+  // core::kMaxWaitsPerMember calls of one worker wait for a step (a Join
+  // or ShareScalers alike); one more is RESOURCE_EXHAUSTED at once.
   void PushPull(const PushRequest& request, Callback<PushAnswer> done);
 
   // Compares `checksum` with the first one reported for `step`; a mismatch
@@ -164,6 +170,18 @@ class Aggregator {
   absl::Time Deadline() const {
     return core::WaitDeadline(options_.clock(), options_.barrier_timeout);
   }
+  // Logs a refused call's line at a bounded rate (common/refusal_log.h),
+  // counted under the worker it names and `call` with the status code.
+  template <typename... Args>
+  void LogRefusal(uint32_t worker, absl::string_view call,
+                  const absl::Status& status,
+                  spdlog::format_string_t<Args...> format, Args&&... args) {
+    refusals_.Warn(WorkerKey(worker), RefusalReason(call, status), format,
+                   std::forward<Args>(args)...);
+  }
+  // "worker 3", or "an unknown worker" for an id beyond --num_workers, so
+  // that made-up ids do not make refusal keys of their own.
+  std::string WorkerKey(uint32_t worker) const;
   // The error for calls of `worker` while the shard cannot serve them
   // (closed, failed, not configured, unknown or not joined worker).
   absl::Status CheckWorker(uint32_t worker) const
@@ -191,6 +209,8 @@ class Aggregator {
   const Logger logger_;
   const absl::Time created_;
   const core::StepNames names_;
+  // Thread-safe on its own; not guarded by mu_.
+  RefusalLog refusals_;
 
   mutable absl::Mutex mu_;
   // Not OK after Close: every call gets it.

@@ -21,7 +21,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/captured_log.h"
 #include "common/partitioner.h"
+#include "core/barrier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
@@ -125,9 +127,10 @@ class AggregatorTest : public ::testing::Test {
     return options;
   }
 
-  std::unique_ptr<Aggregator> Make(AggregatorOptions options) {
+  std::unique_ptr<Aggregator> Make(AggregatorOptions options,
+                                   Logger logger = MakeNullLogger()) {
     absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
-        Aggregator::Create(std::move(options), MakeNullLogger());
+        Aggregator::Create(std::move(options), std::move(logger));
     EXPECT_TRUE(aggregator.ok()) << aggregator.status();
     return *std::move(aggregator);
   }
@@ -685,6 +688,112 @@ TEST_F(AggregatorTest, ADuplicateScalerShareIsCountedOnce) {
   }
 }
 
+// --- the waiting calls of one worker are bounded ---
+
+TEST_F(AggregatorTest, DuplicatePushesBeyondTheCapAreRefusedAtOnce) {
+  auto aggregator = Make(Options(2));
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kFp32));
+  const PushRequest push0 = MakePush(0, 0, CodecId::kFp32, {});
+  // The first push and its duplicates wait, up to the cap.
+  std::vector<std::shared_ptr<Call<PushAnswer>>> held;
+  for (size_t i = 0; i < core::kMaxWaitsPerMember; ++i) {
+    held.push_back(Push(*aggregator, push0));
+    EXPECT_FALSE(held.back()->done());
+  }
+  ASSERT_EQ(aggregator->waiting_pushes(), core::kMaxWaitsPerMember);
+  auto beyond = Push(*aggregator, push0);
+  ASSERT_TRUE(beyond->done()) << "answered at once";
+  EXPECT_EQ(beyond->status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(beyond->status().message(),
+            "worker 0 already has 5 calls waiting for step 0; this one is "
+            "refused (retries never need more at once)");
+  EXPECT_EQ(aggregator->waiting_pushes(), core::kMaxWaitsPerMember) << "nothing of it kept";
+  // The other worker's push completes the step for all the held calls.
+  auto last = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  ASSERT_TRUE(last->done());
+  ASSERT_TRUE(last->status().ok()) << last->status();
+  for (const auto& call : held) {
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    EXPECT_EQ(call->value(), last->value());
+  }
+  EXPECT_EQ(aggregator->step(), 1u);
+  EXPECT_EQ(aggregator->waiting_pushes(), 0u);
+}
+
+TEST_F(AggregatorTest, DuplicateJoinsAndSharesBeyondTheCapAreRefused) {
+  auto aggregator = Make(Options(2));
+  const RunConfig config = MakeConfig(2, CodecId::kTernGrad);
+  std::vector<std::shared_ptr<Call<JoinReply>>> joins;
+  for (size_t i = 0; i < core::kMaxWaitsPerMember; ++i) {
+    joins.push_back(Join(*aggregator, MakeJoin(0, config)));
+  }
+  auto join_beyond = Join(*aggregator, MakeJoin(0, config));
+  ASSERT_TRUE(join_beyond->done());
+  EXPECT_EQ(join_beyond->status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(join_beyond->status().message(),
+            "worker 0 already has 5 calls waiting for the join; this one is "
+            "refused (retries never need more at once)");
+  auto join1 = Join(*aggregator, MakeJoin(1, config));
+  for (const auto& call : joins) {
+    ASSERT_TRUE(call->done());
+    EXPECT_TRUE(call->status().ok()) << call->status();
+  }
+
+  std::vector<std::shared_ptr<Call<ScalerAnswer>>> shares;
+  for (size_t i = 0; i < core::kMaxWaitsPerMember; ++i) {
+    shares.push_back(Share(*aggregator, LocalScalers(0, 0, {0, 1, 2})));
+  }
+  auto share_beyond = Share(*aggregator, LocalScalers(0, 0, {0, 1, 2}));
+  ASSERT_TRUE(share_beyond->done());
+  EXPECT_EQ(share_beyond->status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(share_beyond->status().message(),
+              HasSubstr("worker 0 already has 5 calls waiting for step 0"));
+  auto share1 = Share(*aggregator, LocalScalers(1, 0, {0, 1, 2}));
+  ASSERT_TRUE(share1->status().ok()) << share1->status();
+  for (const auto& call : shares) {
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    EXPECT_EQ(call->value(), share1->value());
+  }
+}
+
+// --- refusals are logged at a bounded rate ---
+
+TEST_F(AggregatorTest, AThousandRefusedCallsLogABoundedNumberOfLines) {
+  CapturedLog log;
+  auto aggregator = Make(Options(2), log.logger());
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kFp32));
+  const size_t before = log.Lines().size();
+  // One worker's future step, and made-up worker ids, 1000 times each.
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(Push(*aggregator, MakePush(0, 9, CodecId::kFp32, {}))
+                  ->status()
+                  .code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(Push(*aggregator, PushRequest{static_cast<uint32_t>(100 + i),
+                                            0, {}})
+                  ->status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  std::vector<std::string> lines = log.Lines();
+  ASSERT_EQ(lines.size() - before, 10u) << "5 lines per worker and reason";
+  EXPECT_EQ(lines[before],
+            "push of worker 0 for step 9 refused: step 9 is in the future: "
+            "shard 0 is at step 0");
+  now_ += absl::Seconds(60);
+  ASSERT_TRUE(aggregator->ExpireWaits(now_).ok());
+  lines = log.Lines();
+  ASSERT_EQ(lines.size() - before, 12u);
+  EXPECT_THAT(std::vector<std::string>(lines.end() - 2, lines.end()),
+              ElementsAre("995 more refusals of push INVALID_ARGUMENT from an "
+                          "unknown worker in the last 60 s were not logged",
+                          "995 more refusals of push FAILED_PRECONDITION from "
+                          "worker 0 in the last 60 s were not logged"));
+}
+
 // --- refusals: nothing is added, and the shard keeps serving ---
 
 struct BadPush {
@@ -842,6 +951,9 @@ TEST_F(AggregatorTest, BadScalersAreRefusedNamingChunkAndStep) {
        },
        "step 0: chunk 2: scaler inf of worker 0 is not finite"},
       {[](ScalerRequest* r) { r->scalers[0].scaler = -1; }, "is negative"},
+      {[](ScalerRequest* r) { r->scalers[1].scaler = 3e38f; },
+       "step 0: chunk 1: scaler of worker 0 is 3e+38, beyond 1e+30 (the "
+       "magnitude rule"},
       {[](ScalerRequest* r) { r->scalers[0].chunk_key = 42; },
        "chunk 42 in the scalers of worker 0 is not a chunk of shard 0"},
       {[](ScalerRequest* r) { r->scalers[1].chunk_key = 0; },

@@ -53,7 +53,13 @@ LocalPs::LocalPs(LocalPsOptions options, Logger logger)
     : options_(std::move(options)),
       logger_(std::move(logger)),
       created_(options_.clock()),
+      refusals_(logger_, options_.clock),
       joined_(options_.num_workers) {}
+
+std::string LocalPs::WorkerKey(uint32_t worker) const {
+  return worker < options_.num_workers ? absl::StrCat("worker ", worker)
+                                       : "an unknown worker";
+}
 
 LocalPs::~LocalPs() {
   Close(absl::UnavailableError("the local parameter server is shutting down"));
@@ -62,6 +68,7 @@ LocalPs::~LocalPs() {
 // --- expiry and shutdown ---
 
 absl::Status LocalPs::ExpireWaits(absl::Time now) {
+  refusals_.Flush();
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   if (!closed_.ok()) return absl::OkStatus();

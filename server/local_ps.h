@@ -62,6 +62,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/refusal_log.h"
 #include "core/barrier.h"
 #include "core/deferred.h"
 #include "kernels/codec.h"
@@ -144,7 +145,9 @@ class LocalPs {
   void Join(const JoinRequest& request, core::Callback<JoinReply> done);
 
   // Applies one worker's gradient of every chunk (nothing unless all are
-  // valid); answered with the weights, at once or once a hold ends.
+  // valid); answered with the weights, at once or once a hold ends. At most
+  // core::kMaxWaitsPerMember calls of one worker wait for one step's
+  // answer (a Join's alike); one more is RESOURCE_EXHAUSTED at once.
   void PushPull(const PushRequest& request, core::Callback<PushAnswer> done);
 
   // Answers held pushes whose hold is over or whose limit passed, and
@@ -209,6 +212,22 @@ class LocalPs {
 
   LocalPs(LocalPsOptions options, Logger logger);
 
+  // Logs a refused call's line at a bounded rate (common/refusal_log.h),
+  // counted under the worker it names and `call` with the status code.
+  template <typename... Args>
+  void LogRefusal(uint32_t worker, absl::string_view call,
+                  const absl::Status& status,
+                  spdlog::format_string_t<Args...> format, Args&&... args) {
+    refusals_.Warn(WorkerKey(worker), RefusalReason(call, status), format,
+                   std::forward<Args>(args)...);
+  }
+  // "worker 3", or "an unknown worker" for an id beyond --num_workers, so
+  // that made-up ids do not make refusal keys of their own.
+  std::string WorkerKey(uint32_t worker) const;
+  // How many push calls of `worker` for `step` wait for their answer.
+  size_t WaitingPushes(uint32_t worker, uint64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Status CheckJoin(const JoinRequest& request) const;
   absl::Status Configure(const JoinRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -247,6 +266,8 @@ class LocalPs {
   const LocalPsOptions options_;
   const Logger logger_;
   const absl::Time created_;
+  // Thread-safe on its own; not guarded by mu_.
+  RefusalLog refusals_;
 
   mutable absl::Mutex mu_;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);
@@ -268,6 +289,7 @@ class LocalPs {
 
   core::ArrivalSet joined_ ABSL_GUARDED_BY(mu_);
   core::WaiterList<JoinReply> join_waiters_ ABSL_GUARDED_BY(mu_);
+  // At most core::kMaxWaitsPerMember of one worker and step.
   std::vector<PushWaiter> push_waiters_ ABSL_GUARDED_BY(mu_);
 
   // Rounds built and not yet taken by the client thread, in order.

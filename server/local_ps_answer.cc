@@ -2,6 +2,7 @@
 // applied whole, then answered with W when the answer may go (the lead, a
 // GS hold, the run's last step; local_ps.h), or held up to hold_limit
 // under the core's expiry rule (core::Expired).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -209,13 +210,20 @@ void LocalPs::Release(absl::Time now, Deferred* deferred) {
   push_waiters_ = std::move(kept);
 }
 
+size_t LocalPs::WaitingPushes(uint32_t worker, uint64_t step) const {
+  return std::count_if(push_waiters_.begin(), push_waiters_.end(),
+                       [&](const PushWaiter& waiter) {
+                         return waiter.worker == worker && waiter.step == step;
+                       });
+}
+
 void LocalPs::PushPull(const PushRequest& request, core::Callback<PushAnswer> done) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
   const uint32_t w = request.worker_id;
   auto refuse = [&](absl::Status status) {
-    logger_->warn("push of worker {} for step {} refused: {}", w, request.step,
-                  std::string(status.message()));
+    LogRefusal(w, "push", status, "push of worker {} for step {} refused: {}",
+               w, request.step, std::string(status.message()));
     deferred.Answer<PushAnswer>(std::move(done), std::move(status));
   };
   if (absl::Status status = CheckWorker(w); !status.ok()) {
@@ -225,6 +233,12 @@ void LocalPs::PushPull(const PushRequest& request, core::Callback<PushAnswer> do
     return refuse(absl::FailedPreconditionError(
         absl::StrCat("step ", request.step, " is beyond the run's ",
                      config_.optimizer.steps, " steps")));
+  }
+  // Before anything is decoded: a call that waits was applied, so more of
+  // them are copies, and nothing of this one is kept.
+  if (WaitingPushes(w, request.step) >= core::kMaxWaitsPerMember) {
+    return refuse(core::TooManyWaitsError(absl::StrCat("worker ", w),
+                                          absl::StrCat("step ", request.step)));
   }
   absl::StatusOr<bool> applied = Apply(request);
   if (!applied.ok()) {

@@ -276,8 +276,8 @@ void LocalPs::Join(const JoinRequest& request, core::Callback<JoinReply> done) {
   absl::MutexLock lock(&mu_);
   const uint32_t w = request.worker_id;
   auto refuse = [&](absl::Status status) {
-    logger_->warn("join of worker {} refused: {}", w,
-                  std::string(status.message()));
+    LogRefusal(w, "join", status, "join of worker {} refused: {}", w,
+               std::string(status.message()));
     deferred.Answer<JoinReply>(std::move(done), std::move(status));
   };
   if (!closed_.ok()) return refuse(closed_);
@@ -306,8 +306,12 @@ void LocalPs::Join(const JoinRequest& request, core::Callback<JoinReply> done) {
   }
   // The core's expiry rule: this call waits at most the barrier timeout;
   // the worker retries a join that expired, within its own join budget.
-  join_waiters_.Add(w, core::WaitDeadline(options_.clock(), options_.hold_limit),
-                    std::move(done));
+  if (!join_waiters_.Add(
+          w, core::WaitDeadline(options_.clock(), options_.hold_limit),
+          done)) {
+    return refuse(core::TooManyWaitsError(absl::StrCat("worker ", w),
+                                          "the join"));
+  }
   if (joined_.complete() && state_ != nullptr) {
     join_waiters_.AnswerAll(JoinAnswer(), &deferred);
   }

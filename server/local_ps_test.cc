@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/captured_log.h"
+#include "core/barrier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
@@ -77,7 +79,7 @@ class LocalPsTest : public ::testing::Test {
     options.sync_every = 1;
     options.hold_limit = absl::Seconds(5);
     options.clock = [this] { return now_; };
-    return *LocalPs::Create(options, nullptr);
+    return *LocalPs::Create(options, logger_);
   }
 
   JoinRequest Join(uint32_t worker) const {
@@ -141,6 +143,8 @@ class LocalPsTest : public ::testing::Test {
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
+  // The LPS's logger (none: a null one).
+  Logger logger_;
   std::vector<std::vector<float>> weights_;
   uint64_t checksum_ = 0;
   uint64_t steps_ = 3;
@@ -438,6 +442,86 @@ TEST_F(LocalPsTest, AJoinWaitsTheBarrierTimeoutAndTheJoinPhaseJoinTimeout) {
   EXPECT_TRUE(second->ok()) << second->status();
   now_ += absl::Seconds(400);
   EXPECT_TRUE(lps->ExpireWaits(now_).ok());  // everyone joined
+}
+
+// --- the waiting calls of one worker are bounded ---
+
+TEST_F(LocalPsTest, DuplicatePushesBeyondTheCapAreRefusedAtOnce) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  JoinBoth(*lps);
+  ASSERT_TRUE(PushAsync(*lps, Push(0, 0, 1.0f))->has_value());
+  // Step 1 of worker 0 waits for step 0, and so do its copies, up to the
+  // cap (each copy is found applied already).
+  std::vector<std::shared_ptr<std::optional<absl::StatusOr<PushAnswer>>>> held;
+  for (size_t i = 0; i < core::kMaxWaitsPerMember; ++i) {
+    held.push_back(PushAsync(*lps, Push(0, 1, 1.0f)));
+    EXPECT_FALSE(held.back()->has_value());
+  }
+  auto beyond = PushAsync(*lps, Push(0, 1, 1.0f));
+  ASSERT_TRUE(beyond->has_value()) << "answered at once";
+  EXPECT_TRUE(absl::IsResourceExhausted(beyond->value().status()));
+  EXPECT_EQ(beyond->value().status().message(),
+            "worker 0 already has 5 calls waiting for step 1; this one is "
+            "refused (retries never need more at once)");
+  // Worker 1 completes step 0: the held calls get the weights, all alike.
+  ASSERT_TRUE(PushAsync(*lps, Push(1, 0, 1.0f))->has_value());
+  for (const auto& call : held) {
+    ASSERT_TRUE(call->has_value());
+    ASSERT_TRUE(call->value().ok()) << call->value().status();
+    EXPECT_EQ(Decode((*call->value())->chunks[0].payload),
+              Decode((*held[0]->value())->chunks[0].payload));
+  }
+  // Worker 0's step 1 counted once: W0 - lr * (1 + 1) - lr * 1.
+  const std::vector<float> w = Decode((*held[0]->value())->chunks[0].payload);
+  EXPECT_EQ(w[0], weights_[0][0] - 3 * kLr);
+}
+
+TEST_F(LocalPsTest, DuplicateJoinsBeyondTheCapAreRefusedAtOnce) {
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  std::vector<std::optional<absl::StatusOr<JoinReply>>> held(
+      core::kMaxWaitsPerMember);
+  for (auto& reply : held) {
+    lps->Join(Join(1), [&reply](absl::StatusOr<JoinReply> r) { reply = r; });
+  }
+  std::optional<absl::StatusOr<JoinReply>> beyond;
+  lps->Join(Join(1), [&](absl::StatusOr<JoinReply> r) { beyond = r; });
+  ASSERT_TRUE(beyond.has_value());
+  EXPECT_TRUE(absl::IsResourceExhausted(beyond->status())) << beyond->status();
+  EXPECT_THAT(std::string(beyond->status().message()),
+              ::testing::HasSubstr(
+                  "worker 1 already has 5 calls waiting for the join"));
+  std::optional<absl::StatusOr<JoinReply>> first;
+  lps->Join(Join(0), [&](absl::StatusOr<JoinReply> r) { first = r; });
+  ASSERT_TRUE(first.has_value() && first->ok());
+  for (const auto& reply : held) {
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_TRUE(reply->ok()) << reply->status();
+  }
+}
+
+// --- refusals are logged at a bounded rate ---
+
+TEST_F(LocalPsTest, AThousandRefusedPushesLogABoundedNumberOfLines) {
+  CapturedLog log;
+  logger_ = log.logger();
+  std::unique_ptr<LocalPs> lps = MakeLps(false);
+  for (int i = 0; i < 1000; ++i) {
+    auto answer = PushAsync(*lps, Push(0, 0, 1.0f));  // before joining
+    ASSERT_TRUE(answer->has_value());
+    EXPECT_TRUE(absl::IsFailedPrecondition(answer->value().status()));
+  }
+  std::vector<std::string> lines = log.Lines(spdlog::level::warn);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0],
+            "push of worker 0 for step 0 refused: worker 0 has not joined "
+            "(Join comes first)");
+  now_ += absl::Seconds(60);
+  EXPECT_TRUE(lps->ExpireWaits(now_).ok());
+  lines = log.Lines(spdlog::level::warn);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines.back(),
+            "995 more refusals of push FAILED_PRECONDITION from worker 0 in "
+            "the last 60 s were not logged");
 }
 
 TEST_F(LocalPsTest, TheJoinPhaseEndsAtTheJoinTimeoutFromCreation) {

@@ -15,6 +15,7 @@ LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers,
                        uint64_t first_worker)
     : lps_(lps),
       logger_(std::move(logger)),
+      refusals_(logger_),
       peers_(std::move(peers)),
       first_worker_(first_worker) {}
 
@@ -30,8 +31,8 @@ bool LpsService::Admit(grpc::CallbackServerContext* context,
           : net::CheckCaller(*context, peers_, net::PeerRole::kWorker,
                              static_cast<uint32_t>(identity));
   if (status.ok()) return true;
-  logger_->warn("{} as worker {} refused: {}", method, worker,
-                std::string(status.message()));
+  LogRefusal(*context, method, status, "{} as worker {} refused: {}", method,
+             worker, std::string(status.message()));
   reactor->Finish(ToGrpcStatus(status));
   return false;
 }
@@ -45,8 +46,8 @@ grpc::ServerUnaryReactor* LpsService::Join(grpc::CallbackServerContext* context,
   }
   absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
   if (!join.ok()) {
-    logger_->warn("join of worker {} refused: {}", request->worker_id(),
-                  std::string(join.status().message()));
+    LogRefusal(*context, "Join", join.status(), "join of worker {} refused: {}",
+               request->worker_id(), std::string(join.status().message()));
     reactor->Finish(ToGrpcStatus(join.status()));
     return reactor;
   }
@@ -91,9 +92,10 @@ grpc::ServerUnaryReactor* LpsService::PushPull(
   absl::StatusOr<PushRequest> push =
       TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
   if (!push.ok()) {
-    logger_->warn("push of worker {} for step {} refused: {}",
-                  request->worker_id(), request->step(),
-                  std::string(push.status().message()));
+    LogRefusal(*context, "PushPull", push.status(),
+               "push of worker {} for step {} refused: {}",
+               request->worker_id(), request->step(),
+               std::string(push.status().message()));
     reactor->Finish(ToGrpcStatus(push.status()));
     return reactor;
   }

@@ -13,9 +13,11 @@
 #define TERN_SERVER_LPS_SERVICE_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
+#include "common/refusal_log.h"
 #include "server/local_ps.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
@@ -52,6 +54,19 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
       tern::v1::CheckParamsResponse* response) override;
 
  private:
+  // Logs a refused call's line at a bounded rate (common/refusal_log.h),
+  // counted under the caller's address and `method` with the status code.
+  // The service has no timer: the summary of the lines left out comes
+  // with the next refusal after the interval, or when it is destroyed.
+  template <typename... Args>
+  void LogRefusal(const grpc::CallbackServerContext& context,
+                  absl::string_view method, const absl::Status& status,
+                  spdlog::format_string_t<Args...> format,
+                  Args&&... args) const {
+    refusals_.Warn(PeerHost(context.peer()), RefusalReason(method, status),
+                   format, std::forward<Args>(args)...);
+  }
+
   // net::CheckCaller for worker `worker`; when it refuses, logs that and
   // finishes the call with its status and returns false.
   bool Admit(grpc::CallbackServerContext* context,
@@ -60,6 +75,8 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
 
   LocalPs* const lps_;
   const Logger logger_;
+  // Thread-safe; counting refusals is no state of the service's.
+  mutable RefusalLog refusals_;
   const net::PeerPolicy peers_;
   const uint64_t first_worker_;
 };

@@ -32,6 +32,7 @@ PsService::PsService(Aggregator* aggregator, Logger logger,
                      net::PeerPolicy peers)
     : aggregator_(aggregator),
       logger_(std::move(logger)),
+      refusals_(logger_),
       peers_(std::move(peers)) {}
 
 bool PsService::Admit(grpc::CallbackServerContext* context,
@@ -40,8 +41,8 @@ bool PsService::Admit(grpc::CallbackServerContext* context,
   const absl::Status status =
       net::CheckCaller(*context, peers_, net::PeerRole::kWorker, worker);
   if (status.ok()) return true;
-  logger_->warn("{} as worker {} refused: {}", method, worker,
-                std::string(status.message()));
+  LogRefusal(*context, method, status, "{} as worker {} refused: {}", method,
+             worker, std::string(status.message()));
   reactor->Finish(ToGrpcStatus(status));
   return false;
 }
@@ -55,8 +56,8 @@ grpc::ServerUnaryReactor* PsService::Join(grpc::CallbackServerContext* context,
   }
   absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
   if (!join.ok()) {
-    logger_->warn("join of worker {} refused: {}", request->worker_id(),
-                  std::string(join.status().message()));
+    LogRefusal(*context, "Join", join.status(), "join of worker {} refused: {}",
+               request->worker_id(), std::string(join.status().message()));
     reactor->Finish(ToGrpcStatus(join.status()));
     return reactor;
   }
@@ -102,9 +103,10 @@ grpc::ServerUnaryReactor* PsService::PushPull(
   absl::StatusOr<PushRequest> push =
       TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
   if (!push.ok()) {
-    logger_->warn("push of worker {} for step {} refused: {}",
-                  request->worker_id(), request->step(),
-                  std::string(push.status().message()));
+    LogRefusal(*context, "PushPull", push.status(),
+               "push of worker {} for step {} refused: {}",
+               request->worker_id(), request->step(),
+               std::string(push.status().message()));
     reactor->Finish(ToGrpcStatus(push.status()));
     return reactor;
   }

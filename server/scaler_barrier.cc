@@ -5,8 +5,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/payload_validation.h"
 
 namespace tern::server {
+namespace {
+
+// RESOURCE_EXHAUSTED: the worker's calls for the step already fill their
+// places at the barrier (core::kMaxWaitsPerMember).
+absl::Status TooManyWaits(const ScalerRequest& request) {
+  return core::TooManyWaitsError(absl::StrCat("worker ", request.worker_id),
+                                 absl::StrCat("step ", request.step));
+}
+
+}  // namespace
 
 ScalerBarrier::ScalerBarrier(uint32_t num_workers,
                              const core::StepNames* names)
@@ -50,6 +61,13 @@ absl::Status ScalerBarrier::CheckRequest(const ScalerRequest& request) const {
       return invalid("chunk ", entry.chunk_key, ": scaler ", entry.scaler,
                      " of worker ", worker, " is negative");
     }
+    // The magnitude rule: s_k of 3e38 would make every worker's push of
+    // the step, which must carry s_k, one that ValidatePayload refuses.
+    if (absl::Status status = core::CheckMagnitude(
+            absl::StrCat("scaler of worker ", worker), entry.scaler);
+        !status.ok()) {
+      return invalid("chunk ", entry.chunk_key, ": ", status.message());
+    }
   }
   for (size_t slot = 0; slot < seen.size(); ++slot) {
     if (!seen[slot]) {
@@ -78,20 +96,22 @@ absl::Status ScalerBarrier::Share(const ScalerRequest& request, uint64_t open,
     case Kind::kDuplicate:  // counted once (the first values stay)
       if (shared_ != nullptr) {
         deferred->Answer<ScalerAnswer>(std::move(done), shared_);
-      } else {
-        waiters_.Add(worker, deadline, std::move(done));
+      } else if (!waiters_.Add(worker, deadline, done)) {
+        return TooManyWaits(request);
       }
       return absl::OkStatus();
     case Kind::kAdmit:
       break;
   }
   if (absl::Status status = CheckRequest(request); !status.ok()) return status;
+  // Before anything is counted, so that a refusal counts nothing (a
+  // worker's first share of a step finds none of its calls waiting).
+  if (!waiters_.Add(worker, deadline, done)) return TooManyWaits(request);
   for (const ChunkScaler& entry : request.scalers) {
     float& shared = max_scalers_[run_->Find(entry.chunk_key)->scaler_slot];
     shared = std::max(shared, entry.scaler);
   }
   sent_.Arrive(worker);
-  waiters_.Add(worker, deadline, std::move(done));
   if (!sent_.complete()) return absl::OkStatus();
 
   // s_k = max_i s_ik (DESIGN section 3, step 3).

@@ -38,7 +38,9 @@ class ScalerBarrier {
   // Worker request.worker_id's scalers for request.step while `open` is
   // the open step; the worker was checked (joined, known). Returns OK when
   // it took `done` (answered through `deferred` or waiting until
-  // `deadline`), or the refusal to answer `done` with (nothing counted).
+  // `deadline`), or the refusal to answer `done` with (nothing counted),
+  // RESOURCE_EXHAUSTED among them when core::kMaxWaitsPerMember calls of
+  // the worker wait already.
   absl::Status Share(const ScalerRequest& request, uint64_t open,
                      absl::Time deadline, core::Callback<ScalerAnswer>& done,
                      core::Deferred* deferred);
