@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Issue 14: memory stays bounded under hostile input. A plaintext shard on
+# loopback (2 workers, the default 64 MiB message limit) under a 2.5 GiB
+# address-space cap (prlimit --as), and an attacker:
+#   1. three calls on one connection whose length prefixes declare 2 GB
+#      each and whose bytes keep coming, 1 GiB in all (tests/hostile/
+#      h2_flood.py): gRPC's transport quota of the shard, (2 + 2) x 64 MiB
+#      + 64 MiB = 320 MiB (common/net/server.h), resets them;
+#   2. a Join of a few bytes declaring 2^31 chunks: FAILED_PRECONDITION
+#      before anything is allocated for it; 300 more of them leave at most
+#      5 lines in the shard's log (refusals are logged at a bounded rate,
+#      common/refusal_log.h);
+#   3. worker 0's 50 MB push of step 0 and 20 duplicates of it, held at the
+#      barrier until worker 1 pushes (tests/hostile/attack.py dup_push):
+#      5 calls of a worker may wait at once (core/barrier.h), the other 16
+#      get RESOURCE_EXHAUSTED at once, and the shard holds at most the
+#      transport's 320 MiB and the six 50 MB answers.
+# After each, the shard still serves (grpc.health.v1), and its peak RSS
+# (VmHWM) stays under the bound stated at each step; the peaks are printed.
+#
+# Usage: hostile_memory_test.sh <tern> <attack.py> <h2_flood.py> <payload.proto>
+set -euo pipefail
+
+TERN=$(readlink -f "$1")
+ATTACK=$(readlink -f "$2")
+FLOOD=$(readlink -f "$3")
+PROTO=$(cd "$(dirname "$4")/../.." && pwd -P)
+TMP=${TEST_TMPDIR:-$(mktemp -d)}
+PY=/usr/bin/python3
+SHARD=""
+trap '[[ -z "$SHARD" ]] || kill "$SHARD" 2>/dev/null || true' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIPPED: $*"; exit 0; }
+$PY -c "import grpc, google.protobuf, h2" 2>/dev/null ||
+  skip "python3-grpcio, python3-protobuf and python3-h2 are needed (deploy/install-deps.sh)"
+command -v prlimit >/dev/null || skip "prlimit (util-linux) is not installed"
+mkdir -p "$TMP/pb"
+protoc -I "$PROTO" --python_out="$TMP/pb" "$PROTO"/tern/v1/*.proto ||
+  fail "protoc could not compile the .proto files"
+
+start_shard() {  # -> SHARD, PORT, BASE_KB
+  rm -f "$TMP/ps.port"
+  prlimit --as=$((2560 << 20)) -- "$TERN" ps --listen=127.0.0.1:0 \
+    --port_file="$TMP/ps.port" --num_workers=2 --barrier_timeout_s=120 \
+    >"$TMP/ps.log" 2>&1 &
+  SHARD=$!
+  for _ in $(seq 100); do [[ -s "$TMP/ps.port" ]] && break; sleep 0.1; done
+  [[ -s "$TMP/ps.port" ]] || fail "the shard did not start: $(tail -n 5 "$TMP/ps.log")"
+  PORT=$(cat "$TMP/ps.port")
+  BASE_KB=$(rss_kb VmRSS)
+}
+rss_kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$SHARD/status"; }
+
+# The shard serves after the attack, and its peak RSS grew by less than
+# `bound_mb` over its RSS at start.
+check_after() {  # what bound_mb
+  local what=$1 bound_mb=$2 grew_mb
+  kill -0 "$SHARD" 2>/dev/null || fail "$what: the shard died: $(tail -n 5 "$TMP/ps.log")"
+  "$TERN" health "127.0.0.1:$PORT" --timeout=5 >/dev/null ||
+    fail "$what: the shard no longer serves"
+  grew_mb=$(( ($(rss_kb VmHWM) - BASE_KB) / 1024 ))
+  echo "$what: peak RSS $(( $(rss_kb VmHWM) / 1024 )) MiB, $grew_mb MiB over the start (bound $bound_mb MiB)"
+  (( grew_mb < bound_mb )) || fail "$what: the shard grew by $grew_mb MiB, over $bound_mb MiB"
+}
+
+# ------------------------------------------------ 1. a 2 GB length prefix ---
+start_shard
+flood=$($PY "$FLOOD" "127.0.0.1:$PORT" --streams 3 --send_mb 1024)
+echo "flood: $flood"
+[[ "$flood" == *'"calls": {"1": "reset", "3": "reset", "5": "reset"}'* ]] ||
+  fail "the flood's calls were not all reset: $flood"
+check_after "2 GB length prefixes, 1 GiB sent" 400
+
+# ------------------------------------------------ 2. 2^31 chunks declared ---
+got=$($PY "$ATTACK" "127.0.0.1:$PORT" join_huge --pb "$TMP/pb" --worker 1 | sed -n 1p)
+[[ "$got" == FAILED_PRECONDITION ]] || fail "the 2^31-chunk join got $got"
+check_after "a join of 2^31 chunks (after 1)" 400
+got=$($PY "$ATTACK" "127.0.0.1:$PORT" join_huge --pb "$TMP/pb" --worker 1 --repeat 300 | sed -n 1p)
+[[ "$(echo "$got" | tr ' ' '\n' | sort -u)" == FAILED_PRECONDITION ]] ||
+  fail "300 joins of 2^31 chunks got: $(echo "$got" | tr ' ' '\n' | sort | uniq -c)"
+lines=$(grep -c "join of worker 1 refused" "$TMP/ps.log" || true)
+echo "301 refused joins: $lines lines in the shard's log"
+(( lines <= 5 )) || fail "301 refused joins left $lines log lines, more than 5"
+kill "$SHARD"; wait "$SHARD" 2>/dev/null || true
+
+# ------------------------------ 3. duplicates of a 50 MB push held waiting ---
+start_shard
+got=$($PY "$ATTACK" "127.0.0.1:$PORT" dup_push --pb "$TMP/pb" \
+  --elements 12500000 --duplicates 20 --spacing_s 0.5 --timeout_s 120 | sed -n 1p)
+echo "duplicates: $got"
+[[ "$got" =~ ^OK ]] || fail "the first push was not answered: $got"
+check_after "a 50 MB push and 20 duplicates held at the barrier" $((320 + 6 * 48 + 96))
+echo "PASS"
