@@ -10,7 +10,6 @@
 #include "common/flags/flags.h"
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
-#include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 
 namespace tern::global {
@@ -108,16 +107,8 @@ absl::Status ValidateGsOptions(const GsOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log_level: ", level.status().message()));
   }
-  if (absl::Status status = net::ValidateTlsFlags(o.tls, net::TlsUse::kServe);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = net::ValidateInsecureFlag(o.tls, o.insecure);
-      !status.ok()) {
-    return status;
-  }
-  return net::CheckPlaintext(net::SecurityFromFlags(o.tls, o.insecure),
-                             o.listen, "listen on");
+  return net::ValidateServingTransport(o.tls, o.insecure,
+                                      net::TlsUse::kServe, o.listen);
 }
 
 }  // namespace tern::global

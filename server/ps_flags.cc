@@ -200,19 +200,12 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
                      " is not one of ", RunModeNames()));
   }
   // An LPS with --global connects to the global server too.
-  if (absl::Status status = net::ValidateTlsFlags(
-          o.tls, o.mode != RunMode::kTernGrad && !o.global.empty()
-                     ? net::TlsUse::kServeAndConnect
-                     : net::TlsUse::kServe);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = net::ValidateInsecureFlag(o.tls, o.insecure);
-      !status.ok()) {
-    return status;
-  }
-  return net::CheckPlaintext(net::SecurityFromFlags(o.tls, o.insecure),
-                             o.listen, "listen on");
+  return net::ValidateServingTransport(
+      o.tls, o.insecure,
+      o.mode != RunMode::kTernGrad && !o.global.empty()
+          ? net::TlsUse::kServeAndConnect
+          : net::TlsUse::kServe,
+      o.listen);
 }
 
 // The checks of a local parameter server's own flags (--mode=weightgrad or

@@ -1,6 +1,7 @@
 #include "common/net/tls_flags.h"
 
 #include "common/flags/flags.h"
+#include "common/net/plaintext.h"
 
 namespace tern::net {
 
@@ -64,6 +65,19 @@ absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure) {
         "--insecure for plaintext, not both");
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateServingTransport(const TlsFiles& files, bool insecure,
+                                      TlsUse use, absl::string_view listen) {
+  if (absl::Status status = ValidateTlsFlags(files, use); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateInsecureFlag(files, insecure);
+      !status.ok()) {
+    return status;
+  }
+  return CheckPlaintext(SecurityFromFlags(files, insecure), listen,
+                        "listen on");
 }
 
 TransportSecurity SecurityFromFlags(const TlsFiles& files, bool insecure) {

@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/net/credentials.h"
 #include "common/net/tls_files.h"
 
@@ -44,6 +45,13 @@ void AddInsecureFlag(CLI::App* app, bool* insecure,
 // INVALID_ARGUMENT when --insecure is given with TLS files: the operator
 // asked for two things at once.
 absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure);
+
+// The transport rules of a role that listens on `listen`:
+// ValidateTlsFlags(files, use), ValidateInsecureFlag, and the plaintext
+// rule for `listen` (common/net/plaintext.h: FAILED_PRECONDITION for
+// plaintext beyond loopback without --insecure).
+absl::Status ValidateServingTransport(const TlsFiles& files, bool insecure,
+                                      TlsUse use, absl::string_view listen);
 
 // Plaintext when no file is named (beyond loopback only with `insecure`,
 // --insecure); TLS with `files` otherwise.
