@@ -189,7 +189,7 @@ TEST_F(LaunchFlagsTest, GeoValidationRunsWithTheWorkerChecks) {
   Parse({"--geo=baseline", "--workers=4"});
   EXPECT_THAT(ValidateLaunchOptions(options_, true).message(),
               HasSubstr("--workers"));
-  Parse({"--geo=terngrad", "--emulate_wan", "--wan_mbit=10"});
+  Parse({"--geo=terngrad", "--emulate_wan", "--wan_mbit=10", "--insecure"});
   EXPECT_TRUE(options_.geo.emulate_wan);
   EXPECT_THAT(ValidateLaunchOptions(options_, /*is_root=*/false).message(),
               HasSubstr("root"));
