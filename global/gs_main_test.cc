@@ -58,11 +58,11 @@ std::vector<std::string> FilesWith(const std::string& dir,
   return names;
 }
 
-// grpc.health.v1.Health/Check for the whole server, over a generic stub
-// (Debian ships no generated health stubs). The request is an empty
+// grpc.health.v1.Health/Check for the whole server, over gRPC's generic
+// client (Debian ships no generated health client). The request is an empty
 // HealthCheckRequest; the answer's field 1 is the status (1 = SERVING).
 std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
-  grpc::GenericStub stub(channel);
+  grpc::GenericStub health_client(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
@@ -71,11 +71,12 @@ std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::ByteBuffer response;
   absl::Notification done;
   grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
+  health_client.UnaryCall(&context, "/grpc.health.v1.Health/Check",
+                          grpc::StubOptions(), &request, &response,
+                          [&](grpc::Status s) {
+                            status = std::move(s);
+                            done.Notify();
+                          });
   done.WaitForNotification();
   if (!status.ok()) return absl::StrCat("error: ", status.error_message());
   std::vector<grpc::Slice> slices;
@@ -128,7 +129,7 @@ TEST_F(GsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
 
   // A data center registers over the wire, and sends round 0, which waits
   // for the other data center: SIGTERM answers it UNAVAILABLE.
-  const auto stub = tern::v1::GlobalServer::NewStub(channel);
+  const auto gs_client = tern::v1::GlobalServer::NewStub(channel);
   tern::v1::RegisterRequest registration;
   registration.set_datacenter(0);
   registration.set_num_datacenters(2);
@@ -139,7 +140,8 @@ TEST_F(GsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(10));
     tern::v1::RegisterResponse reply;
-    const grpc::Status status = stub->Register(&context, registration, &reply);
+    const grpc::Status status =
+        gs_client->Register(&context, registration, &reply);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(reply.next_round(), 0u);
   }
@@ -152,7 +154,7 @@ TEST_F(GsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
     request.set_datacenter(0);
     request.set_round(0);
     tern::v1::SyncRoundResponse response;
-    pending_status = stub->SyncRound(&context, request, &response);
+    pending_status = gs_client->SyncRound(&context, request, &response);
   });
   absl::SleepFor(absl::Milliseconds(300));  // the call reaches the GS
 

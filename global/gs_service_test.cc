@@ -119,20 +119,20 @@ tern::v1::RegisterRequest Registration(uint32_t d, uint32_t k) {
   return request;
 }
 
-grpc::Status Register(tern::v1::GlobalServer::Stub* stub,
+grpc::Status Register(tern::v1::GlobalServer::Stub* gs_client,
                       const tern::v1::RegisterRequest& request,
                       tern::v1::RegisterResponse* response) {
   grpc::ClientContext context;
   SetDeadline(&context);
-  return stub->Register(&context, request, response);
+  return gs_client->Register(&context, request, response);
 }
 
-grpc::Status Sync(tern::v1::GlobalServer::Stub* stub,
+grpc::Status Sync(tern::v1::GlobalServer::Stub* gs_client,
                   const tern::v1::SyncRoundRequest& request,
                   tern::v1::SyncRoundResponse* response) {
   grpc::ClientContext context;
   SetDeadline(&context);
-  return stub->SyncRound(&context, request, response);
+  return gs_client->SyncRound(&context, request, response);
 }
 
 std::unique_ptr<kernels::Codec> TernGrad() {
@@ -183,11 +183,11 @@ TEST(GsServiceTest, TwoDataCentersGetTheSameAverageAsThePlainClassGives) {
   constexpr uint32_t kK = 2;
   InProcessGs gs(Options(kK));
   ASSERT_TRUE(gs.started());
-  auto stub = gs.NewStub();
+  auto gs_client = gs.NewStub();
   for (uint32_t d = 0; d < kK; ++d) {
     tern::v1::RegisterResponse reply;
     const grpc::Status status =
-        Register(stub.get(), Registration(d, kK), &reply);
+        Register(gs_client.get(), Registration(d, kK), &reply);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(reply.next_round(), 0u);
     EXPECT_EQ(reply.t_global_s(), 10);
@@ -253,13 +253,13 @@ TEST(GsServiceTest, TwoDataCentersGetTheSameAverageAsThePlainClassGives) {
 
 TEST(GsServiceTest, ErrorsCrossTheWireWithTheirCodeAndMessage) {
   InProcessGs gs(Options(2));
-  auto stub = gs.NewStub();
+  auto gs_client = gs.NewStub();
   tern::v1::RegisterResponse reply;
-  ASSERT_TRUE(Register(stub.get(), Registration(0, 2), &reply).ok());
+  ASSERT_TRUE(Register(gs_client.get(), Registration(0, 2), &reply).ok());
 
   tern::v1::RegisterRequest bad = Registration(1, 2);
   bad.set_param_spec_hash(0x99);
-  grpc::Status status = Register(stub.get(), bad, &reply);
+  grpc::Status status = Register(gs_client.get(), bad, &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(),
               HasSubstr("param spec hash 0x0000000000000099 of data center 1 "
@@ -267,7 +267,7 @@ TEST(GsServiceTest, ErrorsCrossTheWireWithTheirCodeAndMessage) {
 
   bad = Registration(1, 2);
   bad.set_update_codec(static_cast<tern::v1::Codec>(42));
-  status = Register(stub.get(), bad, &reply);
+  status = Register(gs_client.get(), bad, &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(),
               HasSubstr("registration of data center 1: unknown codec 42"));
@@ -276,7 +276,7 @@ TEST(GsServiceTest, ErrorsCrossTheWireWithTheirCodeAndMessage) {
   tern::v1::SyncRoundRequest sync = SyncRequestFor(0, 0);
   sync.mutable_updates(0)->mutable_payload()->set_layout(
       static_cast<tern::v1::Layout>(77));
-  status = Sync(stub.get(), sync, &response);
+  status = Sync(gs_client.get(), sync, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(),
               HasSubstr("round 0: chunk 0 of data center 0: unknown layout "
@@ -284,16 +284,16 @@ TEST(GsServiceTest, ErrorsCrossTheWireWithTheirCodeAndMessage) {
 
   sync = SyncRequestFor(0, 0);
   sync.mutable_updates(0)->mutable_payload()->set_num_elements(kElements + 1);
-  status = Sync(stub.get(), sync, &response);
+  status = Sync(gs_client.get(), sync, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(),
               HasSubstr("38 elements, but the chunk has 37"));
 
-  status = Sync(stub.get(), SyncRequestFor(0, 3), &response);
+  status = Sync(gs_client.get(), SyncRequestFor(0, 3), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("in the future"));
 
-  status = Sync(stub.get(), SyncRequestFor(1, 0), &response);
+  status = Sync(gs_client.get(), SyncRequestFor(1, 0), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("has not registered"));
 }
@@ -306,18 +306,18 @@ TEST(GsServiceTest, AThousandRefusedCallsFromOnePeerLogABoundedNumberOfLines) {
   CapturedLog log;
   InProcessGs gs(Options(2), {}, {}, log.logger());
   ASSERT_TRUE(gs.started());
-  auto stub = gs.NewStub();
+  auto gs_client = gs.NewStub();
   tern::v1::RegisterResponse reply;
-  ASSERT_TRUE(Register(stub.get(), Registration(0, 2), &reply).ok());
+  ASSERT_TRUE(Register(gs_client.get(), Registration(0, 2), &reply).ok());
   tern::v1::SyncRoundRequest bad_layout = SyncRequestFor(0, 0);
   bad_layout.mutable_updates(0)->mutable_payload()->set_layout(
       static_cast<tern::v1::Layout>(77));
   const tern::v1::SyncRoundRequest future = SyncRequestFor(0, 3);
   tern::v1::SyncRoundResponse response;
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_EQ(Sync(stub.get(), bad_layout, &response).error_code(),
+    ASSERT_EQ(Sync(gs_client.get(), bad_layout, &response).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
-    ASSERT_EQ(Sync(stub.get(), future, &response).error_code(),
+    ASSERT_EQ(Sync(gs_client.get(), future, &response).error_code(),
               grpc::StatusCode::FAILED_PRECONDITION);
   }
   const std::vector<std::string> warnings = log.Lines(spdlog::level::warn);
@@ -336,20 +336,21 @@ TEST(GsServiceTest, ALateDataCenterGetsTheStoredAnswerAtOnce) {
   RoundAggregatorOptions options = Options(2);
   options.t_global = absl::Milliseconds(200);
   InProcessGs gs(options);
-  auto stub = gs.NewStub();
+  auto gs_client = gs.NewStub();
   tern::v1::RegisterResponse reply;
-  ASSERT_TRUE(Register(stub.get(), Registration(0, 2), &reply).ok());
-  ASSERT_TRUE(Register(stub.get(), Registration(1, 2), &reply).ok());
+  ASSERT_TRUE(Register(gs_client.get(), Registration(0, 2), &reply).ok());
+  ASSERT_TRUE(Register(gs_client.get(), Registration(1, 2), &reply).ok());
 
   const absl::Time start = absl::Now();
   tern::v1::SyncRoundResponse first;
-  grpc::Status status = Sync(stub.get(), SyncRequestFor(0, 0), &first);
+  grpc::Status status = Sync(gs_client.get(), SyncRequestFor(0, 0), &first);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(200)) << "T_global";
   EXPECT_THAT(first.lagging(), ElementsAre(1u));
 
   tern::v1::SyncRoundResponse late;
-  status = Sync(stub.get(), SyncRequestFor(1, 0, /*with_update=*/false), &late);
+  status = Sync(gs_client.get(), SyncRequestFor(1, 0, /*with_update=*/false),
+                &late);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(late.SerializeAsString(), first.SerializeAsString());
 }
@@ -360,14 +361,14 @@ TEST(GsServiceTest, AHeldCallIsAnsweredUnavailableAfterTheHoldTimeout) {
   options.max_lag = 0;
   options.hold_timeout = absl::Milliseconds(300);
   InProcessGs gs(options);
-  auto stub = gs.NewStub();
+  auto gs_client = gs.NewStub();
   tern::v1::RegisterResponse reply;
-  ASSERT_TRUE(Register(stub.get(), Registration(0, 2), &reply).ok());
+  ASSERT_TRUE(Register(gs_client.get(), Registration(0, 2), &reply).ok());
   tern::v1::SyncRoundResponse response;
-  ASSERT_TRUE(Sync(stub.get(), SyncRequestFor(0, 0), &response).ok());
+  ASSERT_TRUE(Sync(gs_client.get(), SyncRequestFor(0, 0), &response).ok());
   const absl::Time start = absl::Now();
   const grpc::Status status =
-      Sync(stub.get(), SyncRequestFor(0, 1, false), &response);
+      Sync(gs_client.get(), SyncRequestFor(0, 1, false), &response);
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(350));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(),

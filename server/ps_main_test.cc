@@ -58,11 +58,11 @@ std::vector<std::string> FilesWith(const std::string& dir,
   return names;
 }
 
-// grpc.health.v1.Health/Check for the whole server, over a generic stub
-// (Debian ships no generated health stubs). The request is an empty
+// grpc.health.v1.Health/Check for the whole server, over gRPC's generic
+// client (Debian ships no generated health client). The request is an empty
 // HealthCheckRequest; the answer's field 1 is the status (1 = SERVING).
 std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
-  grpc::GenericStub stub(channel);
+  grpc::GenericStub health_client(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
@@ -71,11 +71,12 @@ std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::ByteBuffer response;
   absl::Notification done;
   grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
+  health_client.UnaryCall(&context, "/grpc.health.v1.Health/Check",
+                          grpc::StubOptions(), &request, &response,
+                          [&](grpc::Status s) {
+                            status = std::move(s);
+                            done.Notify();
+                          });
   done.WaitForNotification();
   if (!status.ok()) return absl::StrCat("error: ", status.error_message());
   std::vector<grpc::Slice> slices;
@@ -123,7 +124,7 @@ TEST_F(PsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
   EXPECT_EQ(HealthCheck(channel), std::string("\x08\x01", 2)) << "SERVING";
 
   // A worker joins over the wire.
-  const auto stub = tern::v1::ParameterServer::NewStub(channel);
+  const auto shard_client = tern::v1::ParameterServer::NewStub(channel);
   tern::v1::JoinRequest join;
   join.set_worker_id(0);
   tern::v1::RunConfig* config = join.mutable_config();
@@ -142,7 +143,7 @@ TEST_F(PsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
   tern::v1::JoinResponse joined;
-  const grpc::Status status = stub->Join(&context, join, &joined);
+  const grpc::Status status = shard_client->Join(&context, join, &joined);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(joined.chunk_keys_size(), 1);
 
