@@ -81,6 +81,19 @@ class RefusalLog {
     if (Pass(peer, reason)) logger_->warn(format, std::forward<Args>(args)...);
   }
 
+  // A gRPC service's refused call: counted under the caller's host
+  // (PeerHost of `grpc_peer`, the context's peer()) and
+  // RefusalReason(call, status). A service has no timer: the summary of
+  // the lines left out comes with the next refusal after the interval, or
+  // when the log is destroyed.
+  template <typename... Args>
+  void WarnCall(absl::string_view grpc_peer, absl::string_view call,
+                const absl::Status& status,
+                spdlog::format_string_t<Args...> format, Args&&... args) {
+    Warn(PeerHost(grpc_peer), RefusalReason(call, status), format,
+         std::forward<Args>(args)...);
+  }
+
   // Counts one refusal of (peer, reason) and says whether its line may be
   // logged: true for the first lines_per_key of the key this interval.
   // Logs the last interval's summaries first when it has passed.

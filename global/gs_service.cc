@@ -93,8 +93,9 @@ bool GsService::Admit(grpc::CallbackServerContext* context,
   const absl::Status status =
       net::CheckCaller(*context, peers_, net::PeerRole::kLps, datacenter);
   if (status.ok()) return true;
-  LogRefusal(*context, method, status, "{} as data center {} refused: {}",
-             method, datacenter, std::string(status.message()));
+  refusals_.WarnCall(context->peer(), method, status,
+                     "{} as data center {} refused: {}", method, datacenter,
+                     std::string(status.message()));
   reactor->Finish(ToGrpcStatus(status));
   return false;
 }
@@ -112,8 +113,8 @@ grpc::ServerUnaryReactor* GsService::Register(
       plain.ok() ? aggregator_->Register(*plain) : plain.status();
   if (!reply.ok()) {
     if (!plain.ok()) {
-      LogRefusal(*context, "Register", plain.status(), "{}",
-                 std::string(plain.status().message()));
+      refusals_.WarnCall(context->peer(), "Register", plain.status(), "{}",
+                         std::string(plain.status().message()));
     }
     reactor->Finish(ToGrpcStatus(reply.status()));
     return reactor;
@@ -136,9 +137,10 @@ grpc::ServerUnaryReactor* GsService::SyncRound(
   }
   absl::StatusOr<SyncRequest> plain = SyncFromWire(*request);
   if (!plain.ok()) {
-    LogRefusal(*context, "SyncRound", plain.status(),
-               "round {} of data center {} refused: {}", request->round(),
-               request->datacenter(), std::string(plain.status().message()));
+    refusals_.WarnCall(context->peer(), "SyncRound", plain.status(),
+                       "round {} of data center {} refused: {}",
+                       request->round(), request->datacenter(),
+                       std::string(plain.status().message()));
     reactor->Finish(ToGrpcStatus(plain.status()));
     return reactor;
   }

@@ -54,19 +54,6 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
       tern::v1::CheckParamsResponse* response) override;
 
  private:
-  // Logs a refused call's line at a bounded rate (common/refusal_log.h),
-  // counted under the caller's address and `method` with the status code.
-  // The service has no timer: the summary of the lines left out comes
-  // with the next refusal after the interval, or when it is destroyed.
-  template <typename... Args>
-  void LogRefusal(const grpc::CallbackServerContext& context,
-                  absl::string_view method, const absl::Status& status,
-                  spdlog::format_string_t<Args...> format,
-                  Args&&... args) const {
-    refusals_.Warn(PeerHost(context.peer()), RefusalReason(method, status),
-                   format, std::forward<Args>(args)...);
-  }
-
   // net::CheckCaller for worker `worker`; when it refuses, logs that and
   // finishes the call with its status and returns false.
   bool Admit(grpc::CallbackServerContext* context,

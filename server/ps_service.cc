@@ -41,8 +41,9 @@ bool PsService::Admit(grpc::CallbackServerContext* context,
   const absl::Status status =
       net::CheckCaller(*context, peers_, net::PeerRole::kWorker, worker);
   if (status.ok()) return true;
-  LogRefusal(*context, method, status, "{} as worker {} refused: {}", method,
-             worker, std::string(status.message()));
+  refusals_.WarnCall(context->peer(), method, status,
+                     "{} as worker {} refused: {}", method, worker,
+                     std::string(status.message()));
   reactor->Finish(ToGrpcStatus(status));
   return false;
 }
@@ -56,8 +57,9 @@ grpc::ServerUnaryReactor* PsService::Join(grpc::CallbackServerContext* context,
   }
   absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
   if (!join.ok()) {
-    LogRefusal(*context, "Join", join.status(), "join of worker {} refused: {}",
-               request->worker_id(), std::string(join.status().message()));
+    refusals_.WarnCall(context->peer(), "Join", join.status(),
+                       "join of worker {} refused: {}", request->worker_id(),
+                       std::string(join.status().message()));
     reactor->Finish(ToGrpcStatus(join.status()));
     return reactor;
   }
@@ -103,10 +105,10 @@ grpc::ServerUnaryReactor* PsService::PushPull(
   absl::StatusOr<PushRequest> push =
       TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
   if (!push.ok()) {
-    LogRefusal(*context, "PushPull", push.status(),
-               "push of worker {} for step {} refused: {}",
-               request->worker_id(), request->step(),
-               std::string(push.status().message()));
+    refusals_.WarnCall(context->peer(), "PushPull", push.status(),
+                       "push of worker {} for step {} refused: {}",
+                       request->worker_id(), request->step(),
+                       std::string(push.status().message()));
     reactor->Finish(ToGrpcStatus(push.status()));
     return reactor;
   }
