@@ -23,6 +23,11 @@ std::string RefusalReason(absl::string_view call, const absl::Status& status) {
   return absl::StrCat(call, " ", absl::StatusCodeToString(status.code()));
 }
 
+std::string MemberKey(absl::string_view kind, uint32_t id, uint32_t count) {
+  return id < count ? absl::StrCat(kind, " ", id)
+                    : absl::StrCat("an unknown ", kind);
+}
+
 std::string PeerHost(absl::string_view grpc_peer) {
   const bool ipv4 = absl::StartsWith(grpc_peer, "ipv4:");
   const bool ipv6 = absl::StartsWith(grpc_peer, "ipv6:");

@@ -63,6 +63,12 @@ std::string RefusalReason(absl::string_view call, const absl::Status& status);
 // form (unix:, in-process) as it is.
 std::string PeerHost(absl::string_view grpc_peer);
 
+// The peer a plain class counts a refusal under: the member the request
+// names ("worker 3") when `id` is below `count`, else "an unknown worker",
+// so that made-up ids make no keys of their own. `kind` is "worker" or
+// "data center".
+std::string MemberKey(absl::string_view kind, uint32_t id, uint32_t count);
+
 class RefusalLog {
  public:
   explicit RefusalLog(Logger logger, RefusalLogOptions options = {});

@@ -219,5 +219,13 @@ TEST(PeerHostTest, KeepsWhatHasNoPort) {
   EXPECT_EQ(PeerHost(""), "");
 }
 
+// Made-up ids share one key; the members of the run have their own.
+TEST(MemberKeyTest, NamesMembersAndFoldsUnknownIds) {
+  EXPECT_EQ(MemberKey("worker", 3, 4), "worker 3");
+  EXPECT_EQ(MemberKey("worker", 4, 4), "an unknown worker");
+  EXPECT_EQ(MemberKey("data center", 4000000000u, 3),
+            "an unknown data center");
+}
+
 }  // namespace
 }  // namespace tern

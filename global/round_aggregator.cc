@@ -60,12 +60,6 @@ RoundAggregator::~RoundAggregator() {
   Close(absl::UnavailableError("the global server is shutting down"));
 }
 
-std::string RoundAggregator::DatacenterKey(uint32_t datacenter) const {
-  return datacenter < options_.num_datacenters
-             ? absl::StrCat("data center ", datacenter)
-             : "an unknown data center";
-}
-
 void RoundAggregator::Tick(absl::Time now) {
   refusals_.Flush();
   core::Deferred deferred;

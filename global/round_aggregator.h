@@ -176,13 +176,10 @@ class RoundAggregator {
   void LogRefusal(uint32_t datacenter, absl::string_view call,
                   const absl::Status& status,
                   spdlog::format_string_t<Args...> format, Args&&... args) {
-    refusals_.Warn(DatacenterKey(datacenter), RefusalReason(call, status),
-                   format, std::forward<Args>(args)...);
+    refusals_.Warn(
+        MemberKey("data center", datacenter, options_.num_datacenters),
+        RefusalReason(call, status), format, std::forward<Args>(args)...);
   }
-  // "data center 2", or "an unknown data center" for an index beyond
-  // --num_datacenters, so that made-up ones make no refusal keys of their
-  // own.
-  std::string DatacenterKey(uint32_t datacenter) const;
 
   // --- registration (round_registration.cc) ---
   // What fits this GS at all, whoever registered first.

@@ -76,11 +76,6 @@ ShardLimits Aggregator::Limits() const {
 
 // --- checks shared by the calls ---
 
-std::string Aggregator::WorkerKey(uint32_t worker) const {
-  return worker < options_.num_workers ? absl::StrCat("worker ", worker)
-                                       : "an unknown worker";
-}
-
 absl::Status Aggregator::CheckWorker(uint32_t worker) const {
   if (!closed_.ok()) return closed_;
   if (!failed_.ok()) return failed_;

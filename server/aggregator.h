@@ -176,12 +176,10 @@ class Aggregator {
   void LogRefusal(uint32_t worker, absl::string_view call,
                   const absl::Status& status,
                   spdlog::format_string_t<Args...> format, Args&&... args) {
-    refusals_.Warn(WorkerKey(worker), RefusalReason(call, status), format,
+    refusals_.Warn(MemberKey("worker", worker, options_.num_workers),
+                   RefusalReason(call, status), format,
                    std::forward<Args>(args)...);
   }
-  // "worker 3", or "an unknown worker" for an id beyond --num_workers, so
-  // that made-up ids do not make refusal keys of their own.
-  std::string WorkerKey(uint32_t worker) const;
   // The error for calls of `worker` while the shard cannot serve them
   // (closed, failed, not configured, unknown or not joined worker).
   absl::Status CheckWorker(uint32_t worker) const

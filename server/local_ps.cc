@@ -56,11 +56,6 @@ LocalPs::LocalPs(LocalPsOptions options, Logger logger)
       refusals_(logger_, options_.clock),
       joined_(options_.num_workers) {}
 
-std::string LocalPs::WorkerKey(uint32_t worker) const {
-  return worker < options_.num_workers ? absl::StrCat("worker ", worker)
-                                       : "an unknown worker";
-}
-
 LocalPs::~LocalPs() {
   Close(absl::UnavailableError("the local parameter server is shutting down"));
 }

@@ -218,12 +218,10 @@ class LocalPs {
   void LogRefusal(uint32_t worker, absl::string_view call,
                   const absl::Status& status,
                   spdlog::format_string_t<Args...> format, Args&&... args) {
-    refusals_.Warn(WorkerKey(worker), RefusalReason(call, status), format,
+    refusals_.Warn(MemberKey("worker", worker, options_.num_workers),
+                   RefusalReason(call, status), format,
                    std::forward<Args>(args)...);
   }
-  // "worker 3", or "an unknown worker" for an id beyond --num_workers, so
-  // that made-up ids do not make refusal keys of their own.
-  std::string WorkerKey(uint32_t worker) const;
   // How many push calls of `worker` for `step` wait for their answer.
   size_t WaitingPushes(uint32_t worker, uint64_t step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
