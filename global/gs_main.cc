@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
                                      << 20;
   // Every worker (data center) may send its largest message at once.
   server_options.senders = static_cast<int>(options.num_datacenters);
+  server_options.logger = logger;
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
       server_options, {{service, tern::v1::GlobalServer::service_full_name()}});
   if (!server.ok()) {

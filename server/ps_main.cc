@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
                                      << 20;
   // Every worker (data center) may send its largest message at once.
   server_options.senders = static_cast<int>(options.num_workers);
+  server_options.logger = logger;
   absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
       server_options,
       {{service, tern::v1::ParameterServer::service_full_name()}});

@@ -15,6 +15,10 @@
 #      5 calls of a worker may wait at once (core/barrier.h), the other 16
 #      get RESOURCE_EXHAUSTED at once, and the shard holds at most the
 #      transport's 320 MiB and the six 50 MB answers.
+#   4. 900 TCP connections from 127.0.0.2, held open without a byte sent:
+#      the shard keeps at most 4 x 2 + 16 = 24 of them (per-peer limit,
+#      common/net/connection_gate.h) and closes the rest at once, so its
+#      descriptors stay few and the workers' address is still served.
 # After each, the shard still serves (grpc.health.v1), and its peak RSS
 # (VmHWM) stays under the bound stated at each step; the peaks are printed.
 #
@@ -28,7 +32,7 @@ PROTO=$(cd "$(dirname "$4")/../.." && pwd -P)
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 PY=/usr/bin/python3
 SHARD=""
-trap '[[ -z "$SHARD" ]] || kill "$SHARD" 2>/dev/null || true' EXIT
+trap 'touch "$TMP/flood.done"; [[ -z "$SHARD" ]] || kill "$SHARD" 2>/dev/null || true' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 0; }
@@ -91,4 +95,44 @@ got=$($PY "$ATTACK" "127.0.0.1:$PORT" dup_push --pb "$TMP/pb" \
 echo "duplicates: $got"
 [[ "$got" =~ ^OK ]] || fail "the first push was not answered: $got"
 check_after "a 50 MB push and 20 duplicates held at the barrier" $((320 + 6 * 48 + 96))
+
+# ------------------------------------- 4. a flood of connections from one peer ---
+fds_before=$(ls "/proc/$SHARD/fd" | wc -l)
+$PY - "$PORT" "$TMP/flood" <<'PY' &
+import os, socket, sys, time
+port, files = int(sys.argv[1]), sys.argv[2]
+held = [socket.create_connection(("127.0.0.1", port), timeout=5,
+                                 source_address=("127.0.0.2", 0))
+        for _ in range(900)]
+time.sleep(1)  # the shard closes what is over the limit at once
+still_open = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        still_open += s.recv(1 << 16) != b""  # gRPC's settings: still open
+    except BlockingIOError:
+        still_open += 1
+    except ConnectionResetError:
+        pass
+with open(files + ".open", "w") as out:
+    out.write(str(still_open))
+while not os.path.exists(files + ".done"):
+    time.sleep(0.1)
+PY
+FLOOD_PID=$!
+for _ in $(seq 300); do [[ -s "$TMP/flood.open" ]] && break; sleep 0.1; done
+[[ -s "$TMP/flood.open" ]] || fail "connection flood: the attacker did not connect"
+fds_during=$(ls "/proc/$SHARD/fd" | wc -l)
+"$TERN" health "127.0.0.1:$PORT" --timeout=5 >/dev/null ||
+  fail "connection flood: the shard no longer serves its workers' address"
+touch "$TMP/flood.done"
+wait "$FLOOD_PID" || true
+echo "connection flood: $(cat "$TMP/flood.open") of 900 connections kept open," \
+  "$((fds_during - fds_before)) more descriptors in the shard (bounds 24 and 30)"
+(( $(cat "$TMP/flood.open") <= 24 )) ||
+  fail "connection flood: the shard kept $(cat "$TMP/flood.open") connections of one peer"
+(( fds_during - fds_before <= 30 )) ||
+  fail "connection flood: the shard holds $((fds_during - fds_before)) more descriptors"
+lines=$(grep -c "closed a connection from 127.0.0.2" "$TMP/ps.log" || true)
+(( lines <= 5 )) || fail "876 closed connections left $lines log lines, more than 5"
 echo "PASS"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/net/plaintext.h"
@@ -49,7 +50,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<Server> server(new Server());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  absl::StatusOr<std::unique_ptr<Acceptor>> acceptor =
+      server->Listen(options, *credentials, &builder);
+  if (!acceptor.ok()) return acceptor.status();
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
@@ -78,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", options.listen, " (is the port in use?)"));
   }
+  if (server->gate_ != nullptr) server->gate_->Start(*std::move(acceptor));
   server->health_.SetServing("", true);
   for (const ServiceEntry& entry : services) {
     server->health_.SetServing(entry.name, true);
@@ -85,11 +89,30 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   return server;
 }
 
+absl::StatusOr<std::unique_ptr<Server::Acceptor>> Server::Listen(
+    const ServerOptions& options,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials,
+    grpc::ServerBuilder* builder) {
+  if (absl::StartsWith(options.listen, "unix:")) {
+    builder->AddListeningPort(options.listen, credentials, &port_);
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<ConnectionGate>> gate = ConnectionGate::Listen(
+      options.listen, ConnectionLimitsFor(options.senders), options.logger);
+  if (!gate.ok()) return gate.status();
+  gate_ = *std::move(gate);
+  port_ = gate_->port();
+  return builder->experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      credentials);
+}
+
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  if (gate_ != nullptr) gate_->Stop();
   health_.Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();

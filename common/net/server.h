@@ -12,10 +12,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/logging.h"
 #include "common/net/channel.h"
+#include "common/net/connection_gate.h"
 #include "common/net/credentials.h"
 #include "common/net/health_service.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 
 namespace tern::net {
 
@@ -43,6 +47,9 @@ struct ServerOptions {
   // A connection that has not finished its TLS handshake by then is
   // closed.
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // Where connections refused over ConnectionLimitsFor(senders)
+  // (connection_gate.h) are logged, at a bounded rate; none when null.
+  Logger logger;
 };
 
 // The transport memory bound Server::Start applies for `options`:
@@ -88,9 +95,19 @@ class Server {
   void Shutdown(absl::Duration grace);
 
  private:
+  using Acceptor = grpc::experimental::ExternalConnectionAcceptor;
   Server() = default;
+  // Binds options.listen: through gate_, whose connections go to the
+  // acceptor returned, or (unix:) as a port of `builder` (no acceptor).
+  absl::StatusOr<std::unique_ptr<Acceptor>> Listen(
+      const ServerOptions& options,
+      const std::shared_ptr<grpc::ServerCredentials>& credentials,
+      grpc::ServerBuilder* builder);
 
   HealthService health_;
+  // Accepts the TCP connections (none for a unix: address, which gRPC
+  // listens on itself); stopped before server_ shuts down.
+  std::unique_ptr<ConnectionGate> gate_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
