@@ -130,8 +130,8 @@ void ConnectionGate::AcceptAll(int listener) {
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       // Out of descriptors (EMFILE) most often: the next poll tries again.
-      refusals_.Warn("accept", "accept failed", "cannot accept a connection: {}",
-                     std::strerror(errno));
+      refusals_.Warn("accept", "accept failed",
+                     "cannot accept a connection: {}", std::strerror(errno));
     }
     return;
   }

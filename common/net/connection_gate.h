@@ -88,8 +88,7 @@ class ConnectionGate {
   void Stop();
 
  private:
-  ConnectionGate(ListenSockets sockets, ConnectionLimits limits,
-                 Logger logger);
+  ConnectionGate(ListenSockets sockets, ConnectionLimits limits, Logger logger);
   void AcceptLoop();
   void AcceptAll(int listener);
   void Hand(int listener, int fd, const std::string& peer);

@@ -71,8 +71,8 @@ int Connect(int port, const char* source) {
             0);
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
   address.sin_port = htons(port);
-  EXPECT_EQ(
-      connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+            0);
   return fd;
 }
 

@@ -49,12 +49,12 @@ absl::StatusOr<AddrInfoList> Resolve(const std::string& listen,
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const int error = getaddrinfo(
-      host_port.host.empty() ? nullptr : host_port.host.c_str(),
-      host_port.port.c_str(), &hints, &found);
+  const int error =
+      getaddrinfo(host_port.host.empty() ? nullptr : host_port.host.c_str(),
+                  host_port.port.c_str(), &hints, &found);
   if (error != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot listen on '", listen, "': ", gai_strerror(error)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen on '", listen, "': ", gai_strerror(error)));
   }
   return AddrInfoList(found, &freeaddrinfo);
 }
@@ -80,8 +80,8 @@ int BoundPort(int fd) {
 
 // One bound, listening socket for `address`, or -1 with errno set.
 int BindOne(const addrinfo& address) {
-  const int fd = socket(address.ai_family,
-                        SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd =
+      socket(address.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   const int on = 1;
   const int off = 0;
