@@ -25,6 +25,8 @@ packages=(
   python3 iproute2 procps
   # tests/hostile_input_test.sh: an attacker speaking HTTP/2 and gRPC.
   python3-h2 python3-grpcio python3-protobuf
+  # `tern plot`: it draws its PNG charts with matplotlib (Agg, no display).
+  python3-matplotlib
 )
 # Containers: tests/container_test.sh and tests/k8s_manifest_test.sh
 # (deploy/README.md). An image's builder stage sets TERN_DEPS_NO_CONTAINERS=1.

@@ -8,6 +8,7 @@
 //   tern launch   a whole job on this machine (tern/launch.h)
 //   tern health   is a server SERVING? (tern/health.h; for probes)
 //   tern certs    a run's CA and certificates for mTLS (tern/certs_command.h)
+//   tern plot     PNG charts of runs (tern/plot_command.h)
 //
 // Flags are also read from TERN_<FLAG> environment variables; a flag on the
 // command line wins over the environment, which wins over --cluster_spec,
@@ -37,6 +38,7 @@
 #include "tern/cluster_spec.h"
 #include "tern/health.h"
 #include "tern/launch.h"
+#include "tern/plot_command.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_main.h"
 #include "worker/worker_options.h"
@@ -109,6 +111,8 @@ struct Commands {
   CLI::App* health = nullptr;
   CertsOptions certs_options;
   CLI::App* certs = nullptr;
+  PlotOptions plot_options;
+  CLI::App* plot = nullptr;
   std::string bench_device = "cpu";
   CLI::App* bench_kernels = nullptr;
 };
@@ -174,6 +178,15 @@ void AddCommands(CLI::App* app, Commands* commands) {
                "naming its identity tern://<run_id>/<role>/<id>, into a "
                "folder for compose and Kubernetes to mount");
   AddCertsFlags(commands->certs, &commands->certs_options);
+
+  commands->plot = app->add_subcommand(
+      "plot", "Draw PNG charts of one or several runs of tern launch from "
+              "their records and summary.json: loss and test accuracy "
+              "against step and wall time, bytes per step and direction, "
+              "the time split per step, and for geo runs WAN bytes and "
+              "time to target; one line per run (with Debian's "
+              "matplotlib, through /usr/bin/python3)");
+  AddPlotFlags(commands->plot, &commands->plot_options);
 
   AddBenchCommands(app, commands);
 }
@@ -260,6 +273,7 @@ int Main(int argc, char** argv) {
   if (commands.global_server->parsed()) return RunGlobalCommand(commands);
   if (commands.health->parsed()) return RunHealth(commands.health_options);
   if (commands.certs->parsed()) return RunCerts(commands.certs_options);
+  if (commands.plot->parsed()) return RunPlot(commands.plot_options);
   if (commands.bench_kernels->parsed()) {
     return RunBenchCommand(commands, argv[0]);
   }
