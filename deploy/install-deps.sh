@@ -27,6 +27,9 @@ packages=(
   python3-h2 python3-grpcio python3-protobuf
   # `tern plot`: it draws its PNG charts with matplotlib (Agg, no display).
   python3-matplotlib
+  # --metrics_listen (common/metrics): prometheus-cpp's registry and pull
+  # exposer; the Prometheus server scrapes a run in tests/metrics_test.sh.
+  prometheus-cpp-dev prometheus
 )
 # Containers: tests/container_test.sh and tests/k8s_manifest_test.sh
 # (deploy/README.md). An image's builder stage sets TERN_DEPS_NO_CONTAINERS=1.
