@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/records/json_file.h"
+#include "kernels/payload.h"
 #include "tern/geo_report.h"
 #include "tern/metrics_file.h"
 
@@ -112,6 +113,12 @@ int FinishRun(const LaunchContext& run, const JobTimes& times) {
     tls = {{"mutual", true}, {"certs_dir", run.tls_dir}};
   }
   document["tls"] = tls;
+  // The codec names the run on `tern plot`'s charts; a geo run is named by
+  // its mode, which decides the codec (tern/geo_plan.h).
+  document["codec"] =
+      run.geo()
+          ? nlohmann::ordered_json(nullptr)
+          : nlohmann::ordered_json(kernels::CodecName(run.options->job.codec));
   if (absl::Status status = records::WriteJsonFile(summary_path, document);
       !status.ok()) {
     run.console->Note(absl::StrCat("warning: ", status.message()));
@@ -120,6 +127,10 @@ int FinishRun(const LaunchContext& run, const JobTimes& times) {
   if (!run.tls_dir.empty()) {
     absl::StrAppend(&text, "  tls             mutual TLS on every link, "
                     "certificates in ", run.tls_dir, "\n");
+  }
+  // The charts of the run, a failed one's included: its records tell why.
+  if (training.workers_reporting > 0) {
+    absl::StrAppend(&text, "plot it: tern plot ", run.out_dir, "\n");
   }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
