@@ -156,14 +156,27 @@ void AddPlotFlags(CLI::App* app, PlotOptions* options) {
               "folder for the PNG files, created when missing (default: "
               "RUN_DIR/plots for one run, else plots/ in the first run's "
               "parent folder)");
-  flags::Flag(app, "labels", &options->labels,
-              "comma-separated names of the runs on the charts, one per "
-              "RUN_DIR (default: the codec, or the --geo mode, from "
-              "summary.json, else the folder's name)")
-      ->delimiter(',');
+  // One word split here: a list option of CLI11 would also swallow the
+  // RUN_DIRs after it.
+  app->add_option_function<std::string>(
+         "--labels",
+         [options](const std::string& text) {
+           options->labels = absl::StrSplit(text, ',');
+         },
+         "comma-separated names of the runs on the charts, one per RUN_DIR "
+         "(default: the codec, or the --geo mode, from summary.json, else "
+         "the folder's name)")
+      ->envname("TERN_LABELS");
   flags::Flag(app, "python", &options->python,
               "the Python 3 that draws, with matplotlib (Debian: "
               "python3-matplotlib)");
+  app->footer(
+      "Charts (OUT/<name>.png): loss_step, loss_time, accuracy_step and "
+      "accuracy_time (when worker 0 evaluated), bytes_step (push and pull), "
+      "time_split (compute, encode, network, decode per step), wan_bytes "
+      "(geo runs), time_to_target (with --target_accuracy), overview (four "
+      "on one page). Example: tern plot runs/a runs/b --labels fp32,terngrad "
+      "--out charts");
 }
 
 std::string PlotOutDir(const PlotOptions& options) {

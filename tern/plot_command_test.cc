@@ -134,6 +134,16 @@ TEST_F(PlotCommandTest, DrawsEveryChartOfTwoRuns) {
   EXPECT_THAT(out, HasSubstr("9 chart(s) of 2 run(s)"));
 }
 
+TEST(PlotFlagsTest, LabelsAreOneWordAndRunDirsMayFollow) {
+  CLI::App app("tern plot");
+  PlotOptions options;
+  AddPlotFlags(&app, &options);
+  app.parse(std::vector<std::string>{"b", "a", "fp32,terngrad", "--labels"});
+  EXPECT_EQ(options.labels, (std::vector<std::string>{"fp32", "terngrad"}));
+  EXPECT_EQ(options.run_dirs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(options.python, "/usr/bin/python3");
+}
+
 TEST_F(PlotCommandTest, OneRunGoesToItsPlotsFolder) {
   PlotOptions options;
   options.run_dirs = {fp32_};
