@@ -6,8 +6,10 @@
 #
 #   docs/codec-table.sh [--model lenet|mlp] [--steps N] [--eval_every N]
 #                       [--codecs "fp32 terngrad ..."] [--out DIR]
-#                       [--shards N] [--tern PATH]
+#                       [--shards N] [--tern PATH] [--chart FILE]
 #
+# Then `tern plot` draws the runs into DIR/<model>/plots (one line per
+# codec); --chart copies their overview.png to FILE, the docs' picture.
 # Needs a built tern (default bazel-bin/tern/tern, from
 # `bazel build -c opt //tern`; copy it aside with --tern while you
 # rebuild) and
@@ -24,8 +26,9 @@ tern=bazel-bin/tern/tern
 # The 3x4096 MLP's 37M parameters need 4 shards to keep each shard's fp32
 # message under the shards' 64 MiB default (--max_message_mb).
 shards=2
+chart=""
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -36,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --tern) tern="$2"; shift 2 ;;
     --shards) shards="$2"; shift 2 ;;
+    --chart) chart="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "codec-table.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -96,3 +100,18 @@ for name in names:
         s["push_ratio_vs_fp32"], s["pull_ratio_vs_fp32"], s["steps_per_s"],
         "identical" if s["checksums_agree"] else "DIFFER"))
 EOF
+
+# The charts of the runs that wrote records, named as the table's rows.
+plotted=()
+names=()
+for name in $codecs; do
+  if [[ -s "$dir/$name/worker-0.jsonl" ]]; then
+    plotted+=("$dir/$name")
+    names+=("$name")
+  fi
+done
+if [[ ${#plotted[@]} -gt 0 ]]; then
+  "$tern" plot "${plotted[@]}" --labels "$(IFS=,; echo "${names[*]}")" \
+    --out "$dir/plots" >&2 || { echo "codec-table.sh: tern plot failed" >&2; exit 1; }
+  [[ -z "$chart" ]] || cp "$dir/plots/overview.png" "$chart"
+fi

@@ -11,6 +11,7 @@
 #                       [--sync_every N] [--emulate_wan] [--wan_mbit W]
 #                       [--insecure]
 #                       [--out DIR] [--tern PATH] [--table_only]
+#                       [--chart FILE]
 #                       [-- extra launch flags]
 #
 # Defaults: 3 x 2, LeNet, Fashion-MNIST, 200 steps, evaluation every 25,
@@ -32,7 +33,10 @@
 # (TERN_RPC_TIMEOUT_S) default to 180 s and 240 s here. Needs a built tern
 # (default bazel-bin/tern/tern, from `bazel build -c opt //tern`) and python3. Runs
 # one mode at a time: times are comparable only inside one invocation on an
-# otherwise idle machine.
+# otherwise idle machine. Then `tern plot` draws the runs into
+# OUT/<model>-<shape>/plots (one line per mode: loss, accuracy, bytes, WAN
+# bytes, time to target); --chart copies their overview.png to FILE, the
+# docs' picture.
 set -euo pipefail
 
 modes="baseline terngrad gaia weightgrad"
@@ -51,10 +55,11 @@ out=runs/geo-results
 tern=bazel-bin/tern/tern
 extra=()
 table_only=0
+chart=""
 export TERN_BARRIER_TIMEOUT_S=${TERN_BARRIER_TIMEOUT_S:-180}
 export TERN_RPC_TIMEOUT_S=${TERN_RPC_TIMEOUT_S:-240}
 
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -73,6 +78,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --tern) tern="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
+    --chart) chart="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "geo-results.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -162,3 +168,14 @@ for name in names:
         ratio(base_train, train),
         ratio(base and base.get("time_to_target_s"), ttt)))
 EOF
+
+# The charts of the runs that wrote records, one line per mode.
+plotted=()
+for mode in $modes; do
+  [[ ! -s "$dir/$mode/worker-0.jsonl" ]] || plotted+=("$dir/$mode")
+done
+if [[ ${#plotted[@]} -gt 0 ]]; then
+  "$tern" plot "${plotted[@]}" --out "$dir/plots" >&2 ||
+    { echo "geo-results.sh: tern plot failed" >&2; exit 1; }
+  [[ -z "$chart" ]] || cp "$dir/plots/overview.png" "$chart"
+fi
