@@ -49,8 +49,76 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(
     return absl::InvalidArgumentError("the aggregator needs a clock");
   }
   if (logger == nullptr) logger = MakeNullLogger();
-  return std::unique_ptr<Aggregator>(
+  std::unique_ptr<Aggregator> aggregator(
       new Aggregator(std::move(options), std::move(logger)));
+  if (aggregator->options_.state_path.empty()) return aggregator;
+  const std::string& path = aggregator->options_.state_path;
+  absl::MutexLock lock(&aggregator->mu_);
+  aggregator->state_ = std::make_unique<ShardStateWriter>(
+      path, aggregator->Limits(), aggregator->options_.state_sync);
+  tern::v1::ShardState raw;
+  absl::StatusOr<std::optional<ShardSnapshot>> snapshot =
+      ReadShardState(path, aggregator->Limits(), &raw);
+  if (!snapshot.ok()) return snapshot.status();
+  if (!snapshot->has_value()) return aggregator;
+  if (absl::Status status = aggregator->Restore(**snapshot, raw);
+      !status.ok()) {
+    return status;
+  }
+  return aggregator;
+}
+
+absl::Status Aggregator::Restore(const ShardSnapshot& snapshot,
+                                 const tern::v1::ShardState& raw) {
+  absl::StatusOr<std::unique_ptr<ShardRun>> run =
+      ShardRun::Build(snapshot.first_join, Limits());
+  if (!run.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("shard state '", options_.state_path,
+                     "': its run cannot be rebuilt: ", run.status().message()));
+  }
+  run_ = *std::move(run);
+  step_ = snapshot.open_step;
+  for (const auto& chunk : run_->chunks) {
+    absl::MutexLock chunk_lock(&chunk->mu);
+    const auto residual = snapshot.residuals.find(chunk->key);
+    if (residual != snapshot.residuals.end()) {
+      if (residual->second.size() != chunk->residual.size()) {
+        return absl::DataLossError(absl::StrCat(
+            "shard state '", options_.state_path, "': the residual of chunk ",
+            chunk->key, " has ", residual->second.size(), " values, not ",
+            chunk->residual.size()));
+      }
+      chunk->residual = residual->second;
+    }
+    chunk->Open(run_->config.seed, step_, options_.num_workers);
+  }
+  scalers_.Configure(run_.get());
+  scalers_.Restore(snapshot.last_scalers, snapshot.open_scalers, step_);
+  if (snapshot.open_scalers != nullptr) scalers_saved_for_ = step_;
+  if (snapshot.last_answer != nullptr) {
+    pushes_.answers.Put(step_ - 1, snapshot.last_answer);
+  }
+  for (uint32_t worker = 0; worker < options_.num_workers; ++worker) {
+    joined_.Arrive(worker);
+  }
+  all_joined_ = true;
+  checks_ = snapshot.checks;
+  state_->Resume(raw);
+  logger_->info("resumed run '{}' at step {} from {}", run_->config.run_id,
+                step_, options_.state_path);
+  return absl::OkStatus();
+}
+
+void Aggregator::SaveState(
+    const std::function<absl::Status(ShardStateWriter&)>& write) {
+  if (state_ == nullptr) return;
+  if (absl::Status status = write(*state_); !status.ok()) {
+    refusals_.Warn("state", "write failed",
+                   "step {}: the shard's state was not saved, a restart "
+                   "would resume from an earlier one: {}",
+                   step_, std::string(status.message()));
+  }
 }
 
 Aggregator::Aggregator(AggregatorOptions options, Logger logger)
@@ -121,6 +189,9 @@ absl::Status Aggregator::AdmitJoin(const JoinRequest& request) {
   if (!run.ok()) return run.status();
   run_ = *std::move(run);
   scalers_.Configure(run_.get());
+  SaveState([&](ShardStateWriter& state) {
+    return state.RunConfigured(request);
+  });
   logger_->info(
       "run '{}' configured by worker {}: {} tensors, {} chunks of {} elements "
       "on this shard ({} share scalers, {} keep a residual), codec {}, {} "
@@ -174,6 +245,13 @@ void Aggregator::ShareScalers(const ScalerRequest& request,
   absl::Status status = CheckWorker(request.worker_id);
   if (status.ok()) {
     status = scalers_.Share(request, step_, Deadline(), done, &deferred);
+  }
+  // Saved before `deferred` releases the shared scalers to anyone.
+  if (scalers_.shared() != nullptr && scalers_saved_for_ != step_) {
+    scalers_saved_for_ = step_;
+    SaveState([&](ShardStateWriter& state) {
+      return state.ScalersShared(*scalers_.shared());
+    });
   }
   if (!status.ok()) {
     LogRefusal(request.worker_id, "scalers", status,
@@ -293,6 +371,10 @@ void Aggregator::CompleteStep(core::Deferred* deferred) {
     FailRun(answer.status(), deferred);
     return;
   }
+  // Saved before `deferred` releases the answer to anyone.
+  SaveState([&](ShardStateWriter& state) {
+    return state.StepCompleted(**answer, *run_, checks_);
+  });
   pushes_.waiters.AnswerAll(*answer, deferred);
   pushes_.answers.Put(step_, *std::move(answer));
   pushes_.pushed.Reset();

@@ -66,6 +66,7 @@
 #include "server/push_pull.h"
 #include "server/scaler_barrier.h"
 #include "server/shard_run.h"
+#include "server/shard_state.h"
 
 namespace tern::server {
 
@@ -86,6 +87,12 @@ struct AggregatorOptions {
   // `tern ps --run_id`: a Join naming another run is refused before it
   // can configure anything; empty: the first joiner names the run.
   std::string run_id;
+  // `tern ps --state_dir`: the file of this shard's state
+  // (server/shard_state.h), written before answers are released and read
+  // back by Create, which resumes the run it holds; empty: no state.
+  std::string state_path;
+  // fsync each state write (--state_sync).
+  bool state_sync = false;
   // Where "now" comes from for the deadlines of pending calls; tests pass
   // a fake clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -107,7 +114,9 @@ using core::Fp32MessageBytes;
 class Aggregator {
  public:
   // INVALID_ARGUMENT for options that cannot work (no workers, shard_index
-  // not below num_shards, a timeout that is not positive).
+  // not below num_shards, a timeout that is not positive); with a
+  // state_path whose file exists, ReadShardState's errors, or the error of
+  // a run it cannot rebuild.
   static absl::StatusOr<std::unique_ptr<Aggregator>> Create(
       AggregatorOptions options, Logger logger);
 
@@ -195,6 +204,16 @@ class Aggregator {
       core::Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // All N pushed step_: finishes every chunk, answers the waiters, opens
   // step_ + 1.
+  // Goes on from a state read back: the run, the open step, the answers
+  // kept for retries, residuals and checks; every worker counts as joined.
+  absl::Status Restore(const ShardSnapshot& snapshot,
+                       const tern::v1::ShardState& raw)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the state with `write` (a ShardStateWriter call) when the shard
+  // keeps one; a failure is logged (the run goes on; a restart would then
+  // resume from the state before).
+  void SaveState(const std::function<absl::Status(ShardStateWriter&)>& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteStep(core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the run failed and answers every waiter with `status`.
@@ -228,8 +247,12 @@ class Aggregator {
   PushBarrier pushes_ ABSL_GUARDED_BY(mu_);
 
   // CheckParams: step -> (first worker, its checksum), the latest few steps.
-  std::map<uint64_t, std::pair<uint32_t, uint64_t>> checks_
-      ABSL_GUARDED_BY(mu_);
+  StepChecks checks_ ABSL_GUARDED_BY(mu_);
+
+  // --state_dir; null without.
+  std::unique_ptr<ShardStateWriter> state_ ABSL_GUARDED_BY(mu_);
+  // The step whose shared scalers the state holds.
+  uint64_t scalers_saved_for_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
 };
 
 }  // namespace tern::server

@@ -197,6 +197,11 @@ int RunShard(const PsOptions& options, Logger logger,
   absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
       Aggregator::Create(std::move(aggregator_options), logger);
   if (!aggregator.ok()) {
+  if (!options.state_dir.empty()) {
+    aggregator_options.state_path =
+        ShardStatePath(options.state_dir, options.shard_index);
+    aggregator_options.state_sync = options.state_sync;
+  }
     logger->error("{}", std::string(aggregator.status().message()));
     return process::kExitPermanent;
   }

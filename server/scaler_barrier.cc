@@ -144,6 +144,17 @@ void ScalerBarrier::CompleteStep(uint64_t open, core::Deferred* deferred) {
   std::fill(max_scalers_.begin(), max_scalers_.end(), 0.0f);
 }
 
+void ScalerBarrier::Restore(ScalerAnswer last, ScalerAnswer shared,
+                            uint64_t open) {
+  answers_.Clear();
+  if (last != nullptr && open > 0) answers_.Put(open - 1, std::move(last));
+  shared_ = std::move(shared);
+  if (shared_ == nullptr) return;
+  for (uint32_t worker = 0; worker < sent_.size(); ++worker) {
+    sent_.Arrive(worker);
+  }
+}
+
 size_t ScalerBarrier::Expire(absl::Time now, uint64_t open,
                              absl::string_view within,
                              core::Deferred* deferred) {

@@ -55,6 +55,10 @@ class ScalerBarrier {
   // without sharing, on a shard without TernGrad chunks) get
   // FAILED_PRECONDITION; the answer is kept for retries; all reset.
   void CompleteStep(uint64_t open, core::Deferred* deferred);
+  // A restarted shard's barrier (server/shard_state.h): `last` answers
+  // retries of step open - 1 (none when null); `shared`, when not null,
+  // is the open step's answer, every worker counted as sent.
+  void Restore(ScalerAnswer last, ScalerAnswer shared, uint64_t open);
   // The core's expiry rule for the waiting calls; returns how many expired.
   size_t Expire(absl::Time now, uint64_t open, absl::string_view within,
                 core::Deferred* deferred);

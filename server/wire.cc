@@ -73,6 +73,30 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   return config;
 }
 
+void ConfigToWire(const RunConfig& config, tern::v1::RunConfig* out) {
+  out->set_run_id(config.run_id);
+  out->set_num_workers(config.num_workers);
+  out->set_num_shards(config.num_shards);
+  out->set_partition_bytes(config.partition_bytes);
+  out->set_seed(config.seed);
+  out->set_codec(static_cast<tern::v1::Codec>(config.codec));
+  out->set_push_layout(static_cast<tern::v1::Layout>(config.push_layout));
+  out->set_pull_layout(static_cast<tern::v1::Layout>(config.pull_layout));
+  out->set_clip(config.clip);
+  out->mutable_fp32_chunk_keys()->Assign(config.fp32_chunk_keys.begin(),
+                                         config.fp32_chunk_keys.end());
+  CodecParamsToWire(config.codec_params, out->mutable_codec_params());
+  out->set_mode(static_cast<tern::v1::Mode>(config.mode));
+  tern::v1::OptimizerConfig* optimizer = out->mutable_optimizer();
+  optimizer->set_lr(config.optimizer.lr);
+  optimizer->set_momentum(config.optimizer.momentum);
+  optimizer->set_weight_decay(config.optimizer.weight_decay);
+  optimizer->set_lr_schedule(config.optimizer.lr_schedule);
+  optimizer->set_lr_step_every(config.optimizer.lr_step_every);
+  optimizer->set_lr_gamma(config.optimizer.lr_gamma);
+  optimizer->set_steps(config.optimizer.steps);
+}
+
 // A push without its chunks.
 PushRequest PushHeaderFromWire(const tern::v1::PushPullRequest& wire) {
   PushRequest request;
@@ -243,6 +267,50 @@ void PushToWire(const PushReply& reply, tern::v1::PushPullResponse* out) {
     wire->set_chunk_key(chunk.chunk_key);
     PayloadToWire(chunk.payload, wire->mutable_payload());
   }
+}
+
+void JoinToWire(const JoinRequest& request, tern::v1::JoinRequest* out) {
+  out->set_worker_id(request.worker_id);
+  out->set_shard_index(request.shard_index);
+  ConfigToWire(request.config, out->mutable_config());
+  for (const TensorSpec& tensor : request.tensors) {
+    tern::v1::TensorSpec* wire = out->mutable_param_spec()->add_tensors();
+    wire->set_name(tensor.name);
+    wire->set_dtype(tern::v1::DTYPE_FLOAT32);
+    wire->mutable_shape()->Assign(tensor.shape.begin(), tensor.shape.end());
+  }
+  out->set_param_spec_hash(request.param_spec_hash);
+  out->set_param_checksum(request.param_checksum);
+  for (const ChunkPayload& chunk : request.initial_weights) {
+    tern::v1::ChunkPayload* wire = out->add_initial_weights();
+    wire->set_chunk_key(chunk.chunk_key);
+    PayloadToWire(chunk.payload, wire->mutable_payload());
+  }
+}
+
+ScalerReply ScalerReplyFromWire(const tern::v1::ShareScalersResponse& wire) {
+  ScalerReply reply;
+  reply.step = wire.step();
+  for (const tern::v1::ChunkScaler& scaler : wire.scalers()) {
+    reply.scalers.push_back(ChunkScaler{scaler.chunk_key(), scaler.scaler()});
+  }
+  return reply;
+}
+
+absl::StatusOr<PushReply> PushReplyFromWire(
+    const tern::v1::PushPullResponse& wire) {
+  PushReply reply;
+  reply.step = wire.step();
+  reply.param_checksum = wire.param_checksum();
+  for (const tern::v1::ChunkPayload& chunk : wire.chunks()) {
+    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    if (!payload.ok()) {
+      return Prefixed(payload.status(),
+                      absl::StrCat("answer of chunk ", chunk.chunk_key()));
+    }
+    reply.chunks.push_back(ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+  }
+  return reply;
 }
 
 }  // namespace tern::server

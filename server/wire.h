@@ -51,6 +51,13 @@ void ScalersToWire(const ScalerReply& reply,
                    tern::v1::ShareScalersResponse* out);
 void PushToWire(const PushReply& reply, tern::v1::PushPullResponse* out);
 
+// The other direction, for a shard's state on disk (server/shard_state.h):
+// JoinFromWire(JoinToWire(request)) is `request`, and so on.
+void JoinToWire(const JoinRequest& request, tern::v1::JoinRequest* out);
+ScalerReply ScalerReplyFromWire(const tern::v1::ShareScalersResponse& wire);
+absl::StatusOr<PushReply> PushReplyFromWire(
+    const tern::v1::PushPullResponse& wire);
+
 }  // namespace tern::server
 
 #endif  // TERN_SERVER_WIRE_H_

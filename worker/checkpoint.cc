@@ -1,77 +1,26 @@
 #include "worker/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/framed_file.h"
 
 namespace tern::worker {
 namespace {
 
-// The frame around the message (proto/tern/v1/checkpoint.proto). The magic
-// changed with the checksum (FNV-1a 64 before, XXH3-64 since), so a file of
-// the old frame is named as such instead of being reported corrupt.
-constexpr absl::string_view kMagic = "TERNCKP2";
+// The frame around the message (proto/tern/v1/checkpoint.proto,
+// common/framed_file.h). The magic changed with the checksum (FNV-1a 64
+// before, XXH3-64 since), so a file of the old frame is named as such
+// instead of being reported corrupt.
+constexpr FramedFileOptions kFrame{"TERNCKP2", "worker checkpoint",
+                                   /*sync=*/true};
 constexpr absl::string_view kFnvFrameMagic = "TERNCKPT";
-constexpr size_t kFrameBytes = 8 + 8 + 8;
 
-void AppendU64(uint64_t value, std::string* out) {
-  for (int i = 0; i < 8; ++i) {
-    out->push_back(static_cast<char>(value >> (8 * i)));
-  }
-}
-
-uint64_t ReadU64(absl::string_view bytes) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) {
-    value = (value << 8) | static_cast<uint8_t>(bytes[i]);
-  }
-  return value;
-}
-
-absl::Status SystemError(absl::string_view what, absl::string_view path) {
-  return absl::InternalError(absl::StrCat("checkpoint: cannot ", what, " '",
-                                          path, "': ", std::strerror(errno)));
-}
-
-// mkdir -p.
-absl::Status MakeDirectories(const std::string& dir) {
-  if (dir.empty()) return absl::OkStatus();
-  for (size_t end = 1; end <= dir.size(); ++end) {
-    if (end != dir.size() && dir[end] != '/') continue;
-    const std::string prefix = dir.substr(0, end);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return SystemError("create directory", prefix);
-    }
-  }
-  return absl::OkStatus();
-}
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-absl::Status WriteAll(int fd, const std::string& bytes,
-                      const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return SystemError("write", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
+bool OldFrame(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string magic(kFnvFrameMagic.size(), '\0');
+  return in.read(magic.data(), magic.size()) && magic == kFnvFrameMagic;
 }
 
 }  // namespace
@@ -83,92 +32,27 @@ std::string CheckpointPath(absl::string_view dir, uint32_t worker_id) {
 
 absl::Status WriteCheckpoint(const std::string& path,
                              const tern::v1::WorkerCheckpoint& checkpoint) {
-  const std::string dir = DirectoryOf(path);
-  if (absl::Status made = MakeDirectories(dir); !made.ok()) return made;
   std::string message;
   if (!checkpoint.SerializeToString(&message)) {
     return absl::InternalError(
         absl::StrCat("checkpoint: cannot serialize the checkpoint for '", path,
                      "' (over 2 GiB?)"));
   }
-  std::string bytes(kMagic);
-  bytes.reserve(kFrameBytes + message.size());
-  AppendU64(message.size(), &bytes);
-  bytes += message;
-  AppendU64(ChecksumOf(message), &bytes);
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return SystemError("create", tmp);
-  absl::Status status = WriteAll(fd, bytes, tmp);
-  // The data must be on disk before the rename makes it the checkpoint.
-  if (status.ok() && ::fsync(fd) != 0) status = SystemError("flush", tmp);
-  if (::close(fd) != 0 && status.ok()) status = SystemError("close", tmp);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = SystemError("rename into place", path);
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  // Make the rename itself durable.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return absl::OkStatus();
+  return WriteFramedFile(path, message, kFrame);
 }
 
 absl::StatusOr<tern::v1::WorkerCheckpoint> ReadCheckpoint(
     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    struct stat info;
-    if (::stat(path.c_str(), &info) != 0 && errno == ENOENT) {
-      return absl::NotFoundError(
-          absl::StrCat("checkpoint: no file '", path, "'"));
-    }
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint: cannot open '", path, "': ", std::strerror(errno)));
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(
-        absl::StrCat("checkpoint: cannot read '", path, "'"));
-  }
-  const std::string bytes = std::move(buffer).str();
-  if (absl::string_view(bytes).substr(0, kFnvFrameMagic.size()) ==
-      kFnvFrameMagic) {
+  absl::StatusOr<std::string> message = ReadFramedFile(path, kFrame);
+  if (absl::IsDataLoss(message.status()) && OldFrame(path)) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint: '", path,
         "' was written by an older tern (FNV-1a checksums) and cannot be "
         "resumed by this one"));
   }
-  if (bytes.size() < kFrameBytes ||
-      absl::string_view(bytes).substr(0, kMagic.size()) != kMagic) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint: '", path, "' is not a tern worker checkpoint"));
-  }
-  const uint64_t length = ReadU64(absl::string_view(bytes).substr(8, 8));
-  if (length != bytes.size() - kFrameBytes) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint: '", path, "' is truncated or has trailing bytes: ",
-        bytes.size(), " bytes for a ", length, "-byte checkpoint"));
-  }
-  const absl::string_view message =
-      absl::string_view(bytes).substr(16, length);
-  const uint64_t recorded =
-      ReadU64(absl::string_view(bytes).substr(16 + length, 8));
-  if (ChecksumOf(message) != recorded) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint: '", path, "' is corrupt: its checksum is ",
-        FormatChecksum(ChecksumOf(message)), " but it records ",
-        FormatChecksum(recorded)));
-  }
+  if (!message.ok()) return message.status();
   tern::v1::WorkerCheckpoint checkpoint;
-  if (!checkpoint.ParseFromArray(message.data(),
-                                 static_cast<int>(message.size()))) {
+  if (!checkpoint.ParseFromString(*message)) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint: '", path, "' does not parse as a worker checkpoint"));
   }

@@ -1,6 +1,7 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -137,14 +138,16 @@ struct Retries {
   absl::Status last_error;      // the last of their errors, for the log
 };
 
+// Whether a failed call of shard `shard` is tried again.
+using RetryRule = std::function<bool(uint32_t shard, const absl::Status&)>;
+
 // Moves each answered call's response to its place in `responses`. A failed
-// call ends the fan-out with its error (naming the shard), unless
-// `retry_transient` and the failure is UNAVAILABLE or DEADLINE_EXCEEDED:
-// then the call is listed for another attempt.
+// call ends the fan-out with its error (naming the shard), unless `retry`
+// says otherwise: then the call is listed for another attempt.
 template <typename Request, typename Response>
 absl::StatusOr<Retries> TakeAnswers(
     const char* method, const std::vector<std::string>& names,
-    const std::vector<ShardRequest<Request>>& requests, bool retry_transient,
+    const std::vector<ShardRequest<Request>>& requests, const RetryRule& retry,
     std::vector<std::unique_ptr<Call<Response>>>* calls,
     std::vector<Response>* responses) {
   Retries retries;
@@ -155,7 +158,7 @@ absl::StatusOr<Retries> TakeAnswers(
       (*responses)[call->index] = std::move(call->response);
       continue;
     }
-    if (!retry_transient || !net::IsTransient(status)) {
+    if (!retry(shard, status)) {
       return ShardError(shard, names[shard], method, status);
     }
     retries.indices.push_back(call->index);
@@ -234,27 +237,42 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
   std::vector<size_t> todo(requests.size());
   for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
 
-  const absl::Duration budget = join_budget.value_or(options_.rpc_timeout);
-  net::Backoff backoff(budget, kFirstBackoff, kMaxBackoff);
+  // A Join retries from the start; a step's call from its first failure,
+  // and only a shard that went away.
+  const absl::Duration budget =
+      join_budget.value_or(options_.server_loss_timeout);
+  const char* budget_flag =
+      join_budget.has_value() ? "--join_timeout_s" : "--server_loss_timeout_s";
+  const RetryRule retry = [&](uint32_t shard, const absl::Status& status) {
+    return join_budget.has_value() ? net::IsTransient(status)
+                                   : ShardLost(shard, status);
+  };
+  std::optional<net::Backoff> backoff;
+  if (join_budget.has_value()) backoff.emplace(budget, kFirstBackoff, kMaxBackoff);
   while (!todo.empty()) {
     // A completion queue of our own, polled by this thread: the calls, their
     // contexts and responses live on this frame until every completion has
     // been taken off the queue.
     grpc::CompletionQueue queue;
     const absl::Time attempt_start = absl::Now();
-    const absl::Time deadline =
-        std::min(backoff.give_up(), attempt_start + options_.rpc_timeout);
+    absl::Time deadline = attempt_start + options_.rpc_timeout;
+    if (backoff.has_value()) deadline = std::min(deadline, backoff->give_up());
     std::vector<std::unique_ptr<Call<Response>>> calls =
         StartCalls<Response>(stubs_, requests, todo, deadline, &queue, start);
     AwaitCalls(&queue, deadline + kCompletionGrace, attempt_start, &calls);
     absl::StatusOr<Retries> retries =
-        TakeAnswers(method, names_, requests, /*retry_transient=*/
-                    join_budget.has_value(), &calls, &responses);
+        TakeAnswers(method, names_, requests, retry, &calls, &responses);
     if (!retries.ok()) return retries.status();
     todo = std::move(retries->indices);
     if (todo.empty()) break;
-    if (absl::Status status =
-            PauseBeforeRetry(budget, retries->last_error, &backoff);
+    if (!backoff.has_value()) {
+      logger_->warn("{}; retrying for up to {} ({})",
+                    std::string(retries->last_error.message()),
+                    absl::FormatDuration(budget), budget_flag);
+      backoff.emplace(budget, kFirstBackoff, kMaxBackoff);
+    }
+    if (absl::Status status = PauseBeforeRetry(budget, budget_flag,
+                                                retries->last_error, &*backoff);
         !status.ok()) {
       return status;
     }
@@ -262,7 +280,17 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
   return responses;
 }
 
+bool PsClient::ShardLost(uint32_t shard, const absl::Status& status) const {
+  if (absl::IsUnavailable(status)) return true;
+  // A barrier's own expiry comes over a working connection and names the
+  // missing workers: not a lost shard.
+  return absl::IsDeadlineExceeded(status) &&
+         channels_[shard]->GetState(/*try_to_connect=*/false) !=
+             GRPC_CHANNEL_READY;
+}
+
 absl::Status PsClient::PauseBeforeRetry(absl::Duration budget,
+                                        const char* budget_flag,
                                         const absl::Status& last_error,
                                         net::Backoff* backoff) {
   const int attempts = backoff->attempts() + 1;
@@ -270,7 +298,8 @@ absl::Status PsClient::PauseBeforeRetry(absl::Duration budget,
     return absl::Status(
         last_error.code(),
         absl::StrCat(last_error.message(), " (gave up after ", attempts,
-                     " attempts in ", absl::FormatDuration(budget), ")"));
+                     " attempts in ", absl::FormatDuration(budget), ", ",
+                     budget_flag, ")"));
   }
   logger_->info("{} (attempt {}); retrying in {}",
                 std::string(last_error.message()), attempts,

@@ -40,6 +40,11 @@ struct PsClientOptions {
   // How long Join keeps retrying shards that are not up yet
   // (--join_timeout_s).
   absl::Duration join_timeout = absl::Seconds(300);
+  // How long a step's calls (ShareScalers, PushPull, CheckParams) keep
+  // retrying a shard that went away, from the first failure
+  // (--server_loss_timeout_s): a shard restarted from its --state_dir
+  // answers the retried calls as the lost one would have.
+  absl::Duration server_loss_timeout = absl::Seconds(120);
   // The largest message sent or received; see MessageBytesBound.
   int max_message_bytes = 4 << 20;
   // Plaintext or TLS (the worker's --tls_* files); Connect checks the
@@ -113,18 +118,24 @@ class PsClient {
   // whose answer is UNAVAILABLE or DEADLINE_EXCEEDED are tried again, by
   // hand, until the budget is spent: a shard that is still starting may
   // take many deadlines (common/net/backoff.h); each attempt's deadline is
-  // then min(rpc_timeout, what is left of the budget).
+  // then min(rpc_timeout, what is left of the budget). Without one (a
+  // step's calls), only a ShardLost failure is tried again, for
+  // server_loss_timeout from the first such failure, which is logged.
   template <typename Request, typename Response, typename Start>
   absl::StatusOr<std::vector<Response>> FanOut(
       const char* method, std::vector<ShardRequest<Request>> requests,
       std::optional<absl::Duration> join_budget, Start start);
 
-  // Between two attempts of a Join: waits the backoff's next pause, logging
+  // Between two attempts: waits the backoff's next pause, logging
   // `last_error`; or, once `budget` is spent, returns `last_error` saying
-  // how many attempts were made.
-  absl::Status PauseBeforeRetry(absl::Duration budget,
+  // how many attempts were made and naming `budget_flag`.
+  absl::Status PauseBeforeRetry(absl::Duration budget, const char* budget_flag,
                                 const absl::Status& last_error,
                                 net::Backoff* backoff);
+
+  // Whether shard `shard` went away (killed, restarting): UNAVAILABLE, or
+  // DEADLINE_EXCEEDED while its channel is not connected.
+  bool ShardLost(uint32_t shard, const absl::Status& status) const;
 
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;

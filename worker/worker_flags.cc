@@ -92,6 +92,12 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
       ->check(FinitePositive())
       ->group("Cluster");
   net::AddTlsFlags(app, &o->tls, "Cluster");
+  Flag(app, "server_loss_timeout_s", &o->server_loss_timeout_s,
+       "how long to keep retrying a shard that went away mid-run (a shard "
+       "restarted with --state_dir resumes the run), in seconds; then the "
+       "worker exits with code 128 (transient)")
+      ->check(FinitePositive())
+      ->group("Cluster");
 }
 
 // What this worker trains, on which data and where.

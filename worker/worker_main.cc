@@ -43,6 +43,8 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   client_options.join_timeout = absl::Seconds(options.join_timeout_s);
   client_options.max_message_bytes = trainer->max_message_bytes();
   client_options.security = net::SecurityFromFlags(options.tls);
+  client_options.server_loss_timeout =
+      absl::Seconds(options.server_loss_timeout_s);
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                         PsClient::Connect(options.ps, client_options, logger));
 

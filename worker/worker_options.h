@@ -42,6 +42,9 @@ struct WorkerOptions {
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
+  // How long a step's calls keep retrying a shard that went away (killed,
+  // restarting from its --state_dir) before the worker gives up.
+  double server_loss_timeout_s = 120;
   // shards; none: plaintext.
   net::TlsFiles tls;
 
