@@ -472,6 +472,11 @@ uint64_t Aggregator::step() const {
   return step_;
 }
 
+uint32_t Aggregator::joined_workers() const {
+  absl::MutexLock lock(&mu_);
+  return joined_.count();
+}
+
 bool Aggregator::all_joined() const {
   absl::MutexLock lock(&mu_);
   return all_joined_;

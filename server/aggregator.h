@@ -166,6 +166,8 @@ class Aggregator {
   // The open step: the one the shard waits for pushes of.
   uint64_t step() const;
   bool all_joined() const;
+  // Workers that have joined (N once all have).
+  uint32_t joined_workers() const;
   // PushPull calls waiting for the open step's answer, duplicates included.
   size_t waiting_pushes() const;
   // OK, or why the run failed (replicas diverged, a codec broke).

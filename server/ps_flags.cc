@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_flags.h"
 #include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
@@ -121,6 +122,7 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "with --tls_ca: every caller's certificate must name this run "
        "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
        "run the CA signed for");
+  metrics::AddMetricsFlags(app, &o->metrics);
   Flag(app, "mode", &o->mode,
        "terngrad: a TernGrad shard (DESIGN section 3); weightgrad: a "
        "WeightGrad local parameter server (LPS) of one data center, which "
@@ -271,6 +273,10 @@ absl::Status ValidateLpsOptions(const PsOptions& o) {
 
 absl::Status ValidatePsOptions(const PsOptions& o) {
   if (absl::Status status = ValidateServingOptions(o); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = metrics::ValidateMetricsOptions(o.metrics);
+      !status.ok()) {
     return status;
   }
   if (o.mode == RunMode::kTernGrad) return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "common/records/server_report.h"
 #include "common/checksum.h"
+#include "common/metrics/metrics.h"
 #include "common/net/peer_identity.h"
 #include "common/net/server.h"
 #include "common/net/plaintext.h"
@@ -19,6 +20,7 @@
 #include "server/lps_service.h"
 #include "server/ps_flags.h"
 #include "server/ps_service.h"
+#include "server/shard_metrics.h"
 
 namespace tern::server {
 namespace {
@@ -140,7 +142,8 @@ void ReportLps(const PsOptions& options, const LocalPs& lps,
 // `tern ps --mode=weightgrad|gaia`: a local parameter server and its link
 // to the global server (server/WEIGHTGRAD.md).
 int RunLocalParameterServer(const PsOptions& options, Logger logger,
-                            const process::StopRequest& stop) {
+                            const process::StopRequest& stop,
+                            metrics::Metrics& metrics) {
   absl::StatusOr<std::unique_ptr<LocalPs>> lps =
       LocalPs::Create(MakeLocalPsOptions(options), logger);
   if (!lps.ok()) {
@@ -184,7 +187,7 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
 
 // `tern ps --mode=terngrad`: one shard of the parameter server.
 int RunShard(const PsOptions& options, Logger logger,
-             const process::StopRequest& stop) {
+             const process::StopRequest& stop, metrics::Metrics& metrics) {
   AggregatorOptions aggregator_options;
   aggregator_options.shard_index = options.shard_index;
   aggregator_options.num_shards = options.num_shards;
@@ -206,7 +209,9 @@ int RunShard(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   // Declared after the aggregator, so the server goes first.
-  PsService service(aggregator->get(), logger, Peers(options));
+  ShardMetrics shard_metrics(metrics.registry(),
+                             ShardMetrics::ShardLabels(options.shard_index));
+  PsService service(aggregator->get(), logger, Peers(options), &shard_metrics);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   if (!server.ok()) return process::ExitCodeFor(server.status());
@@ -226,6 +231,8 @@ int RunShard(const PsOptions& options, Logger logger,
                options.num_workers);
   const int exit_code =
       process::ServeUntilStopped(stop, logger, [&](absl::Time now) {
+        shard_metrics.SetStep((*aggregator)->step());
+        shard_metrics.SetWorkersJoined((*aggregator)->joined_workers());
         return (*aggregator)->ExpireWaits(now);
       });
   shut_down();
@@ -247,10 +254,22 @@ int RunParameterServer(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   logger->set_level(*ParseLogLevel(options.log_level));
-  if (options.mode != RunMode::kTernGrad) {
-    return RunLocalParameterServer(options, logger, stop);
+  absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
+      metrics::Metrics::Start(options.metrics);
+  if (!metrics.ok()) {
+    logger->error("{}", std::string(metrics.status().message()));
+    return process::ExitCodeFor(metrics.status());
   }
-  return RunShard(options, logger, stop);
+  if ((*metrics)->port() != 0) {
+    logger->info("Prometheus metrics on {} (port {})", options.metrics.listen,
+                 (*metrics)->port());
+  }
+  const int exit_code =
+      options.mode != RunMode::kTernGrad
+          ? RunLocalParameterServer(options, logger, stop, **metrics)
+          : RunShard(options, logger, stop, **metrics);
+  (*metrics)->Linger();
+  return exit_code;
 }
 
 }  // namespace tern::server

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/metrics/metrics_options.h"
 #include "common/net/tls_files.h"
 #include "server/messages.h"
 
@@ -57,6 +58,9 @@ struct PsOptions {
   // --run_id: with TLS and a CA, every caller's certificate must name this
   // run (common/net/peer_identity.h); empty: any run the CA signed for.
   std::string run_id;
+  // --metrics_listen, --metrics_linger_s (common/metrics): Prometheus
+  // metrics of the shard or LPS (server/shard_metrics.h).
+  metrics::MetricsOptions metrics;
 
   // --- WeightGrad (DESIGN section 4; server/WEIGHTGRAD.md) ---
   // terngrad (the TernGrad shard) | weightgrad | gaia (a local parameter

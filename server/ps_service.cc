@@ -29,11 +29,16 @@ Callback<Answer> Finisher(grpc::ServerUnaryReactor* reactor, Response* response,
 }  // namespace
 
 PsService::PsService(Aggregator* aggregator, Logger logger,
-                     net::PeerPolicy peers)
+                     net::PeerPolicy peers, ShardMetrics* metrics)
     : aggregator_(aggregator),
       logger_(std::move(logger)),
       refusals_(logger_),
-      peers_(std::move(peers)) {}
+      peers_(std::move(peers)),
+      own_metrics_(metrics != nullptr
+                       ? nullptr
+                       : std::make_unique<ShardMetrics>(
+                             own_registry_, ShardMetrics::ShardLabels(0))),
+      metrics_(metrics != nullptr ? metrics : own_metrics_.get()) {}
 
 bool PsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,
@@ -63,7 +68,12 @@ grpc::ServerUnaryReactor* PsService::Join(grpc::CallbackServerContext* context,
     reactor->Finish(ToGrpcStatus(join.status()));
     return reactor;
   }
-  aggregator_->Join(*join, Finisher<JoinReply>(reactor, response, JoinToWire));
+  aggregator_->Join(
+      *join, Finisher<JoinReply>(
+                 reactor, response,
+                 [](const JoinReply& reply, tern::v1::JoinResponse* out) {
+                   JoinToWire(reply, out);
+                 }));
   return reactor;
 }
 
@@ -75,12 +85,15 @@ grpc::ServerUnaryReactor* PsService::ShareScalers(
   if (!Admit(context, reactor, "ShareScalers", request->worker_id())) {
     return reactor;
   }
+  metrics_->Received(request->ByteSizeLong());
   aggregator_->ShareScalers(
       ScalersFromWire(*request),
       Finisher<ScalerAnswer>(
           reactor, response,
-          [](const ScalerAnswer& answer, tern::v1::ShareScalersResponse* out) {
+          [metrics = metrics_](const ScalerAnswer& answer,
+                               tern::v1::ShareScalersResponse* out) {
             ScalersToWire(*answer, out);
+            metrics->Sent(out->ByteSizeLong());
           }));
   return reactor;
 }
@@ -90,7 +103,10 @@ grpc::ServerUnaryReactor* PsService::PushPull(
     const tern::v1::PushPullRequest* request,
     tern::v1::PushPullResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time arrived = absl::Now();
+  metrics_->Received(request->ByteSizeLong());
   if (!Admit(context, reactor, "PushPull", request->worker_id())) {
+    metrics_->Rejected(absl::PermissionDeniedError("not admitted"));
     return reactor;
   }
   // gRPC keeps the request until Finish, which for a push held at the
@@ -109,15 +125,21 @@ grpc::ServerUnaryReactor* PsService::PushPull(
                        "push of worker {} for step {} refused: {}",
                        request->worker_id(), request->step(),
                        std::string(push.status().message()));
+    metrics_->Rejected(push.status());
     reactor->Finish(ToGrpcStatus(push.status()));
     return reactor;
   }
-  aggregator_->PushPull(
-      *push, Finisher<PushAnswer>(
-                 reactor, response,
-                 [](const PushAnswer& answer, tern::v1::PushPullResponse* out) {
-                   PushToWire(*answer, out);
-                 }));
+  aggregator_->PushPull(*push, [reactor, response, arrived, metrics = metrics_](
+                                   absl::StatusOr<PushAnswer> answer) {
+    if (!answer.ok()) {
+      metrics->Rejected(answer.status());
+      reactor->Finish(ToGrpcStatus(answer.status()));
+      return;
+    }
+    PushToWire(**answer, response);
+    metrics->Answered(absl::Now() - arrived, response->ByteSizeLong());
+    reactor->Finish(grpc::Status::OK);
+  });
   return reactor;
 }
 

@@ -13,12 +13,14 @@
 #define TERN_SERVER_PS_SERVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
 #include "common/refusal_log.h"
 #include "server/aggregator.h"
+#include "server/shard_metrics.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::server {
@@ -30,7 +32,10 @@ class PsService final : public tern::v1::ParameterServer::CallbackService {
   // else PERMISSION_DENIED (UNAUTHENTICATED without an identity) before
   // anything reaches the aggregator. The default checks nothing
   // (plaintext).
-  PsService(Aggregator* aggregator, Logger logger, net::PeerPolicy peers = {});
+  // `metrics` counts the pushes and bytes (borrowed, must outlive the
+  // service); null: counted in a registry of the service's own.
+  PsService(Aggregator* aggregator, Logger logger, net::PeerPolicy peers = {},
+            ShardMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const tern::v1::JoinRequest* request,
@@ -60,6 +65,10 @@ class PsService final : public tern::v1::ParameterServer::CallbackService {
   // Thread-safe; counting refusals is no state of the service's.
   mutable RefusalLog refusals_;
   const net::PeerPolicy peers_;
+  // Without borrowed metrics, the service counts into its own.
+  prometheus::Registry own_registry_;
+  std::unique_ptr<ShardMetrics> own_metrics_;
+  ShardMetrics* const metrics_;
 };
 
 }  // namespace tern::server

@@ -276,7 +276,8 @@ void Trainer::ComputeGradients(StepRecord* rec) {
   rec->compute_s = SecondsSince(start);
 }
 
-absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
+absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
+                          WorkerMetrics* live) {
   TERN_RETURN_IF_ERROR(Join(client));
   model_->train();
   const uint64_t fp32_bytes = sizeof(float) * params_.total_elements();
@@ -292,7 +293,7 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
     TERN_RETURN_IF_ERROR(protocol_->Step(client, step, &rec));
     std::optional<Evaluation> evaluation;
     TERN_RETURN_IF_ERROR(
-        FinishStep(client, metrics, step, start, &rec, &evaluation));
+        FinishStep(client, metrics, live, step, start, &rec, &evaluation));
     progress.Add(step, rec, evaluation);
     if (rec.final) {
       final_evaluation_ = evaluation;
@@ -309,8 +310,8 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics) {
 }
 
 absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,
-                                 uint64_t step, absl::Time start,
-                                 StepRecord* rec,
+                                 WorkerMetrics* live, uint64_t step,
+                                 absl::Time start, StepRecord* rec,
                                  std::optional<Evaluation>* evaluation) {
   const bool final = step + 1 == options_.steps;
   if (final || Every(options_.eval_every, step)) {
@@ -334,6 +335,7 @@ absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,
   // The record goes out before the check, so a divergence leaves the
   // checksum that disagreed in the metrics.
   if (metrics != nullptr) TERN_RETURN_IF_ERROR(metrics->Write(*rec));
+  if (live != nullptr) live->Observe(*rec);
   if (check) TERN_RETURN_IF_ERROR(CheckParams(client, *rec));
   // After the checks: a checkpoint holds a replica the shards vouched for.
   if (checkpointer_.enabled() &&
@@ -342,6 +344,7 @@ absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,
         !saved.ok()) {
       return AtStep(step, saved);
     }
+    if (live != nullptr) live->CheckpointWritten(absl::Now());
   }
   return absl::OkStatus();
 }

@@ -45,6 +45,7 @@
 #include "worker/replica_checkpoint.h"
 #include "worker/step_metrics.h"
 #include "worker/step_protocol.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
 
 namespace tern::worker {
@@ -87,8 +88,11 @@ class Trainer {
   tern::v1::JoinRequest MakeJoinRequest() const;
 
   // Joins the shards, trains options.steps steps, evaluates and checks at
-  // the end. `metrics` may be null. Errors name the step they happened in.
-  absl::Status Run(PsClient& client, MetricsWriter* metrics);
+  // the end. `metrics` (the JSONL file) and `live` (the Prometheus
+  // metrics, which see the same records) may be null. Errors name the step
+  // they happened in.
+  absl::Status Run(PsClient& client, MetricsWriter* metrics,
+                   WorkerMetrics* live = nullptr);
 
   // The evaluation and checksum of the last step, once Run returned OK.
   const std::optional<Evaluation>& final_evaluation() const {
@@ -114,7 +118,8 @@ class Trainer {
   // After step `step`: evaluation, the parameter check, the metrics record
   // and the checkpoint. Sets `evaluation` when the test set was evaluated.
   absl::Status FinishStep(PsClient& client, MetricsWriter* metrics,
-                          uint64_t step, absl::Time start, StepRecord* record,
+                          WorkerMetrics* live, uint64_t step, absl::Time start,
+                          StepRecord* record,
                           std::optional<Evaluation>* evaluation);
   // Sends the checksum of `record` to the shards.
   absl::Status CheckParams(PsClient& client, const StepRecord& record);

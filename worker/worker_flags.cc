@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
+#include "common/metrics/metrics_flags.h"
 #include "common/net/tls_flags.h"
 #include "kernels/payload.h"
 #include "worker/codec_config.h"
@@ -282,6 +283,7 @@ void AddChecksAndOutputFlags(CLI::App* app, WorkerOptions* o) {
        "trace, debug, info, warn, error, critical or off")
       ->check(flags::LogLevel())
       ->group("Checks and output");
+  metrics::AddMetricsFlags(app, &o->metrics, "Checks and output");
 }
 
 }  // namespace

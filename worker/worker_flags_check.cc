@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/metrics/metrics_flags.h"
 #include "common/net/tls_flags.h"
 #include "common/status_macros.h"
 #include "kernels/payload.h"
@@ -154,6 +155,7 @@ bool IsDeviceName(const std::string& name) {
 absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
   TERN_RETURN_IF_ERROR(ValidateClusterOptions(o));
   TERN_RETURN_IF_ERROR(ValidateTrainingOptions(o));
+  TERN_RETURN_IF_ERROR(metrics::ValidateMetricsOptions(o.metrics));
   if (!IsKnownTrainMode(o.mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--mode: ", static_cast<int>(o.mode),

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics/metrics.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/status_macros.h"
@@ -14,6 +15,7 @@
 #include "worker/step_metrics.h"
 #include "worker/trainer.h"
 #include "worker/worker_flags.h"
+#include "worker/worker_metrics.h"
 
 namespace tern::worker {
 namespace {
@@ -54,7 +56,20 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
         metrics,
         MetricsWriter::Open(options.metrics_out, trainer->start_step() > 0));
   }
-  return trainer->Run(*client, metrics.get());
+  TERN_ASSIGN_OR_RETURN(std::unique_ptr<metrics::Metrics> prometheus,
+                        metrics::Metrics::Start(options.metrics));
+  if (prometheus->port() != 0) {
+    logger->info("Prometheus metrics on {} (port {})", options.metrics.listen,
+                 prometheus->port());
+  }
+  // Labelled by its index in the whole run, which its data slice is (a
+  // geo worker's --worker_id counts within its data center).
+  WorkerMetrics live(prometheus->registry(), options.DataSlice(),
+                     kernels::CodecName(options.codec),
+                     std::string(TrainModeName(options.mode)));
+  const absl::Status trained = trainer->Run(*client, metrics.get(), &live);
+  prometheus->Linger();
+  return trained;
 }
 
 }  // namespace

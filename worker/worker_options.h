@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics/metrics_options.h"
 #include "common/net/tls_files.h"
 #include "kernels/codec_options.h"
 #include "kernels/payload.h"
@@ -109,6 +110,9 @@ struct WorkerOptions {
   std::string checkpoint_dir;
   uint64_t checkpoint_every = 100;
   std::string log_level = "info";
+  // --metrics_listen, --metrics_linger_s (common/metrics): Prometheus
+  // metrics of this worker (worker/worker_metrics.h).
+  metrics::MetricsOptions metrics;
 };
 
 }  // namespace tern::worker

@@ -18,8 +18,7 @@ constexpr size_t kExposerThreads = 1;
 }  // namespace
 
 Metrics::Metrics(const MetricsOptions& options)
-    : options_(options),
-      registry_(std::make_shared<prometheus::Registry>()) {}
+    : options_(options), registry_(std::make_shared<prometheus::Registry>()) {}
 
 Metrics::~Metrics() = default;
 

@@ -43,8 +43,8 @@ std::string Scrape(int port) {
 }
 
 TEST(MetricsFlagsTest, AcceptsIpAndPort) {
-  for (const char* listen : {"", "127.0.0.1:9400", "0.0.0.0:0", "[::1]:9400",
-                             "10.1.2.3:65535"}) {
+  for (const char* listen :
+       {"", "127.0.0.1:9400", "0.0.0.0:0", "[::1]:9400", "10.1.2.3:65535"}) {
     EXPECT_TRUE(ValidateMetricsOptions({listen, 0}).ok()) << listen;
   }
 }
@@ -72,8 +72,12 @@ TEST(MetricsTest, WithoutAnAddressCountsButServesNothing) {
   absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Start({});
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ((*metrics)->port(), 0);
-  prometheus::BuildCounter().Name("tern_test_total").Help("a test")
-      .Register((*metrics)->registry()).Add({}).Increment();
+  prometheus::BuildCounter()
+      .Name("tern_test_total")
+      .Help("a test")
+      .Register((*metrics)->registry())
+      .Add({})
+      .Increment();
 }
 
 TEST(MetricsTest, ServesTheRegistryInPrometheusTextFormat) {
@@ -98,8 +102,7 @@ TEST(MetricsTest, APortInUseIsUnavailableNamingTheAddress) {
       Metrics::Start({"127.0.0.1:0", 0});
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string taken = absl::StrCat("127.0.0.1:", (*first)->port());
-  absl::StatusOr<std::unique_ptr<Metrics>> second =
-      Metrics::Start({taken, 0});
+  absl::StatusOr<std::unique_ptr<Metrics>> second = Metrics::Start({taken, 0});
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(second.status().message()), HasSubstr(taken));
 }
