@@ -63,7 +63,12 @@ std::optional<size_t> ChildSupervisor::Spawn(std::string name, std::string path,
 
 std::optional<size_t> ChildSupervisor::SpawnTern(
     const std::string& name, absl::string_view region,
-    const std::vector<std::string>& args, ChildRole role) {
+    const std::vector<std::string>& given, ChildRole role) {
+  std::vector<std::string> args = given;
+  for (std::string& arg : metrics_.ArgsFor(name)) args.push_back(arg);
+  if (absl::Status written = metrics_.WriteScrapeConfig(); !written.ok()) {
+    console_.Note(std::string(written.message()));
+  }
   if (!config_.wan_script.empty()) {
     return Spawn(
         name, config_.wan_script,

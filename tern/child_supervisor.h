@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/process/exit_codes.h"
 #include "tern/console.h"
+#include "tern/launch_metrics.h"
 #include "tern/launch_options.h"
 #include "tern/process_group.h"
 #include "tern/run_summary.h"
@@ -107,7 +109,9 @@ class ChildSupervisor {
         options_(*options),
         console_(*console),
         outcome_(*outcome),
-        group_(std::move(group)) {}
+        group_(std::move(group)),
+        metrics_(options->metrics,
+                 absl::StrCat(config_.out_dir, "/prometheus.yml")) {}
 
   std::optional<size_t> Spawn(std::string name, std::string path,
                               std::vector<std::string> argv, ChildRole role);
@@ -119,6 +123,8 @@ class ChildSupervisor {
   LaunchOutcome& outcome_;
   std::unique_ptr<ProcessGroup> group_;
   std::vector<ChildRole> roles_;  // by child index
+  // --metrics_listen: each server and worker gets a port of its own.
+  LaunchMetrics metrics_;
 };
 
 }  // namespace tern

@@ -11,10 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/metrics/metrics_flags.h"
 #include "common/process/exit_codes.h"
 #include "tern/console.h"
 #include "tern/geo_plan.h"
 #include "tern/launch_context.h"
+#include "tern/launch_metrics.h"
 #include "tern/launch_report.h"
 #include "tern/launch_tls.h"
 #include "tern/metrics_file.h"
@@ -164,6 +166,26 @@ int RunJob(const LaunchContext& run, absl::Time launch_start) {
   return FinishRun(run, times);
 }
 
+// --metrics_listen: a base port for every child (each server, each
+// worker); not under --emulate_wan, whose children listen in network
+// namespaces that a Prometheus on this machine cannot reach.
+absl::Status ValidateLaunchMetricsFlags(const LaunchOptions& options) {
+  if (options.metrics.listen.empty()) {
+    return metrics::ValidateMetricsOptions(options.metrics);
+  }
+  if (options.geo.emulate_wan) {
+    return absl::InvalidArgumentError(
+        "--metrics_listen with --emulate_wan: the children listen in the "
+        "regions' network namespaces, out of reach of this machine's "
+        "Prometheus (not supported yet)");
+  }
+  const LaunchOptions resolved = ResolveLaunchOptions(options);
+  const uint32_t servers = UsesLps(resolved.geo.mode)
+                               ? resolved.geo.datacenters + 1
+                               : resolved.shards;
+  return ValidateLaunchMetrics(options.metrics, servers + resolved.workers);
+}
+
 }  // namespace
 
 absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root) {
@@ -172,6 +194,10 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root) {
     return status;
   }
   if (absl::Status status = ValidateLaunchTls(options); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = ValidateLaunchMetricsFlags(options);
+      !status.ok()) {
     return status;
   }
   const LaunchOptions resolved = ResolveLaunchOptions(options);

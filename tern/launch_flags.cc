@@ -107,6 +107,18 @@ void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
       ->group("Launch");
 }
 
+// Launch's --metrics_listen and --metrics_linger_s, registered after the
+// worker's flags of the same names are taken out (kLaunchOwnedWorkerFlags).
+void AddMetricsFlags(CLI::App* app, LaunchOptions* options) {
+  AddFlag(app, "metrics_listen", &options->metrics.listen,
+          "IP:BASE_PORT: each server and worker serves Prometheus metrics "
+          "on IP and a port of its own from BASE_PORT up (servers first), "
+          "and OUT/prometheus.yml scrapes them all; empty: none");
+  AddFlag(app, "metrics_linger_s", &options->metrics.linger_s,
+          "with --metrics_listen: seconds each child keeps serving its "
+          "metrics after its work, for a last scrape");
+}
+
 // The worker's TLS flags, which launch does not take: it would pass them
 // to the workers only, cutting them off from plaintext shards. --tls gives
 // every child its own files; without it children inherit TERN_TLS_* from
@@ -212,6 +224,7 @@ void AddGeoFlags(CLI::App* app, GeoOptions* geo,
 void AddLaunchFlags(CLI::App* app, LaunchOptions* options) {
   AddClusterFlags(app, options);
   std::vector<CLI::Option*> worker_flags = AddJobFlags(app, options);
+  AddMetricsFlags(app, options);
   AddGeoFlags(app, &options->geo, &worker_flags);
   auto raw = std::make_shared<RawValues>();
   for (CLI::Option* option : worker_flags) RecordRawValues(option, raw);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics/metrics_options.h"
 #include "tern/geo_mode.h"
 #include "worker/worker_options.h"
 
@@ -61,6 +62,10 @@ struct LaunchOptions {
   // --insecure: plaintext servers beyond loopback (--emulate_wan's
   // addresses), each started with --insecure (common/net/plaintext.h).
   bool insecure = false;
+  // --metrics_listen=IP:BASE_PORT, --metrics_linger_s: every server and
+  // worker serves Prometheus metrics on a port of its own from BASE_PORT,
+  // and OUT/prometheus.yml scrapes them (tern/launch_metrics.h).
+  metrics::MetricsOptions metrics;
   GeoOptions geo;
   // The job: the worker flags, parsed by the worker's own flag definitions.
   worker::WorkerOptions job;

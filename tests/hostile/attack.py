@@ -9,7 +9,8 @@ CALL is join, join_huge (a tiny Join declaring 2^31 chunks), push, check,
 or dup_push: join as both workers of an fp32 run of --elements floats,
 push worker 0's step 0 and --duplicates copies of it, --spacing_s apart,
 which wait at the barrier, then worker 1's push, which answers them all
-(one code per call). Without --ca the channel is plaintext. Prints the gRPC status code
+(one code per call); or nan_push: join as the one worker (--num_workers 1)
+of an fp32 run of --elements floats and push step 0 with a NaN in it. Without --ca the channel is plaintext. Prints the gRPC status code
 name of each call (OK, PERMISSION_DENIED, UNAVAILABLE, ...) on one line,
 then the first call's message on the next. --pb names the folder of the
 Python modules protoc made from proto/tern/v1 (tern/v1/*_pb2.py).
@@ -23,7 +24,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("address")
     parser.add_argument("call", choices=["join", "join_huge", "push", "check",
-                                         "dup_push"])
+                                         "dup_push", "nan_push"])
     parser.add_argument("--elements", type=int, default=12_500_000)
     parser.add_argument("--duplicates", type=int, default=20)
     parser.add_argument("--spacing_s", type=float, default=0.3)
@@ -132,6 +133,25 @@ def dup_push(grpc, pb, args, chan):
     return codes
 
 
+def nan_push(pb, args, chan):
+    """The one worker's step-0 push with a NaN as its first value."""
+    call = lambda method, response: chan.unary_unary(
+        "/tern.v1.ParameterServer/" + method,
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=response.FromString)
+    request = fp32_run(join_request(pb, args, False), args.elements)
+    keys = list(call("Join", pb.JoinResponse)(
+        request, timeout=args.timeout_s).chunk_keys)
+    push = fp32_push(pb, 0, keys, args.elements, (4 << 20) // 4)
+    data = push.chunks[0].payload.data
+    push.chunks[0].payload.data = b"\x00\x00\xc0\x7f" + data[4:]  # NaN
+    try:
+        call("PushPull", pb.PushPullResponse)(push, timeout=args.timeout_s)
+        return ["OK"], ""
+    except grpc_module.RpcError as error:
+        return [error.code().name], error.details()
+
+
 def build_call(pb, args):
     if args.call in ("join", "join_huge"):
         return "Join", join_request(pb, args, args.call == "join_huge"), \
@@ -151,15 +171,21 @@ def build_call(pb, args):
 
 
 def main():
-    global payload_pb2  # the enums every request names
+    global payload_pb2, grpc_module  # the enums every request names
     args = parse_args()
     sys.path.insert(0, args.pb)
     import grpc
+    grpc_module = grpc
     from tern.v1 import parameter_server_pb2 as pb
     from tern.v1 import payload_pb2
     if args.call == "dup_push":
         print(" ".join(dup_push(grpc, pb, args, channel(grpc, args))))
         print("")
+        return
+    if args.call == "nan_push":
+        codes, message = nan_push(pb, args, channel(grpc, args))
+        print(" ".join(codes))
+        print(message)
         return
     method, request, response = build_call(pb, args)
     call = channel(grpc, args).unary_unary(
