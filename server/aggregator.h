@@ -204,8 +204,6 @@ class Aggregator {
   absl::StatusOr<std::unique_ptr<MatchedPush>> AdmitPush(
       const PushRequest& request, Callback<PushAnswer>& done,
       core::Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // All N pushed step_: finishes every chunk, answers the waiters, opens
-  // step_ + 1.
   // Goes on from a state read back: the run, the open step, the answers
   // kept for retries, residuals and checks; every worker counts as joined.
   absl::Status Restore(const ShardSnapshot& snapshot,
@@ -216,6 +214,8 @@ class Aggregator {
   // resume from the state before).
   void SaveState(const std::function<absl::Status(ShardStateWriter&)>& write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // All N pushed step_: finishes every chunk, answers the waiters, opens
+  // step_ + 1.
   void CompleteStep(core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the run failed and answers every waiter with `status`.
