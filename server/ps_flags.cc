@@ -101,7 +101,6 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "how long the shard waits for all workers to join before it exits "
        "(a transient failure: exit code 128)")
       ->check(FinitePositive());
-  Flag(app, "max_message_mb", &o->max_message_mb,
   Flag(app, "state_dir", &o->state_dir,
        "terngrad: keep the shard's state in this directory (shard-<index>."
        "state, rewritten at each step) and resume from it when restarted "
@@ -110,6 +109,7 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "state_sync", &o->state_sync,
        "with --state_dir: flush each state write to disk (survives a machine "
        "crash, not only a killed process; costs a disk flush per step)");
+  Flag(app, "max_message_mb", &o->max_message_mb,
        "largest message sent or received, in MiB; the shard's part of the "
        "model must fit in fp32")
       ->check(CLI::Range(1u, kMaxMessageMb));
@@ -221,14 +221,14 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
 // The checks of a local parameter server's own flags (--mode=weightgrad or
 // gaia).
 absl::Status ValidateLpsOptions(const PsOptions& o) {
-  if (o.num_shards != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
   if (!o.state_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--state_dir with --mode=", RunModeName(o.mode),
         ": only a TernGrad shard keeps its state so far (an LPS does not "
         "resume yet)"));
   }
+  if (o.num_shards != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
         "--num_shards=", o.num_shards, " with --mode=", RunModeName(o.mode),
         ": a data center has one LPS shard (sharding the LPS is not "
         "supported yet)"));

@@ -197,14 +197,14 @@ int RunShard(const PsOptions& options, Logger logger,
   aggregator_options.join_timeout = absl::Seconds(options.join_timeout_s);
   aggregator_options.max_message_bytes =
       static_cast<uint64_t>(options.max_message_mb) << 20;
-  absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
-      Aggregator::Create(std::move(aggregator_options), logger);
-  if (!aggregator.ok()) {
   if (!options.state_dir.empty()) {
     aggregator_options.state_path =
         ShardStatePath(options.state_dir, options.shard_index);
     aggregator_options.state_sync = options.state_sync;
   }
+  absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
+      Aggregator::Create(std::move(aggregator_options), logger);
+  if (!aggregator.ok()) {
     logger->error("{}", std::string(aggregator.status().message()));
     return process::kExitPermanent;
   }

@@ -38,7 +38,6 @@ struct PsOptions {
   double barrier_timeout_s = 50;
   // How long the shard waits for all workers to join before giving up.
   double join_timeout_s = 300;
-  // The largest gRPC message the shard sends or receives, in MiB. Join
   // --state_dir: a TernGrad shard keeps its state there
   // (server/shard_state.h) and, restarted with the same flags, resumes the
   // run from it; empty: none (a killed shard ends the run).
@@ -46,6 +45,7 @@ struct PsOptions {
   // --state_sync: fsync each state write, so that it survives a machine
   // crash too (a disk flush per step).
   bool state_sync = false;
+  // The largest gRPC message the shard sends or receives, in MiB. Join
   // refuses a model whose share on this shard would not fit in fp32.
   uint32_t max_message_mb = 64;
   std::string log_level = "info";

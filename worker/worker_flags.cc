@@ -92,13 +92,13 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
        "how long to keep trying to reach the shards at start, in seconds")
       ->check(FinitePositive())
       ->group("Cluster");
-  net::AddTlsFlags(app, &o->tls, "Cluster");
   Flag(app, "server_loss_timeout_s", &o->server_loss_timeout_s,
        "how long to keep retrying a shard that went away mid-run (a shard "
        "restarted with --state_dir resumes the run), in seconds; then the "
        "worker exits with code 128 (transient)")
       ->check(FinitePositive())
       ->group("Cluster");
+  net::AddTlsFlags(app, &o->tls, "Cluster");
 }
 
 // What this worker trains, on which data and where.

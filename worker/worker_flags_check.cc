@@ -57,12 +57,12 @@ absl::Status ValidateClusterOptions(const WorkerOptions& o) {
   if (!(o.join_timeout_s > 0) || !std::isfinite(o.join_timeout_s)) {
     return absl::InvalidArgumentError("--join_timeout_s must be a number > 0");
   }
-  return net::ValidateTlsFlags(o.tls, net::TlsUse::kConnect);
   if (!(o.server_loss_timeout_s > 0) ||
       !std::isfinite(o.server_loss_timeout_s)) {
     return absl::InvalidArgumentError(
         "--server_loss_timeout_s must be a number > 0");
   }
+  return net::ValidateTlsFlags(o.tls, net::TlsUse::kConnect);
 }
 
 // What one step does: batch, steps, threads, device, chunk size and the

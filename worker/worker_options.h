@@ -42,10 +42,10 @@ struct WorkerOptions {
   uint64_t seed = 1;
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
-  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
   // How long a step's calls keep retrying a shard that went away (killed,
   // restarting from its --state_dir) before the worker gives up.
   double server_loss_timeout_s = 120;
+  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
   // shards; none: plaintext.
   net::TlsFiles tls;
 
