@@ -129,7 +129,9 @@ Aggregator::Aggregator(AggregatorOptions options, Logger logger)
       refusals_(logger_, options_.clock),
       joined_(options_.num_workers),
       scalers_(options_.num_workers, &names_),
-      pushes_(options_.num_workers) {}
+      pushes_(options_.num_workers),
+      share_watch_(options_.straggler_warn),
+      push_watch_(options_.straggler_warn) {}
 
 Aggregator::~Aggregator() {
   Close(absl::UnavailableError(
@@ -246,6 +248,9 @@ void Aggregator::ShareScalers(const ScalerRequest& request,
   if (status.ok()) {
     status = scalers_.Share(request, step_, Deadline(), done, &deferred);
   }
+  if (status.ok() && request.step == step_) {
+    share_watch_.Arrive(options_.clock());
+  }
   // Saved before `deferred` releases the shared scalers to anyone.
   if (scalers_.shared() != nullptr && scalers_saved_for_ != step_) {
     scalers_saved_for_ = step_;
@@ -352,6 +357,7 @@ void Aggregator::PushPull(const PushRequest& request,
     return;
   }
   pushes_.pushed.Arrive(worker);
+  push_watch_.Arrive(options_.clock());
   if (absl::Status serving = !closed_.ok() ? closed_ : failed_; !serving.ok()) {
     deferred.Answer<PushAnswer>(std::move(done), serving);
     return;
@@ -379,6 +385,8 @@ void Aggregator::CompleteStep(core::Deferred* deferred) {
   pushes_.answers.Put(step_, *std::move(answer));
   pushes_.pushed.Reset();
   scalers_.CompleteStep(step_, deferred);
+  share_watch_.Reset();
+  push_watch_.Reset();
   logger_->debug("step {} done", step_);
   ++step_;
 }
@@ -448,6 +456,7 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
                                     within));
       },
       &deferred));
+  WarnStragglers(now);
   if (!all_joined_ &&
       core::JoinPhaseExpired(created_, now, options_.join_timeout)) {
     return absl::DeadlineExceededError(
@@ -456,6 +465,22 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
                      Seconds(options_.join_timeout), " (--join_timeout_s)"));
   }
   return absl::OkStatus();
+}
+
+void Aggregator::WarnStragglers(absl::Time now) {
+  if (run_ == nullptr || !failed_.ok()) return;
+  if (scalers_.shared() == nullptr && share_watch_.Due(now)) {
+    logger_->warn("step {}: still waiting for {} to share scalers, {} after "
+                  "the first worker did (a straggler? --straggler_warn_s)",
+                  step_, scalers_.Missing(),
+                  absl::FormatDuration(share_watch_.Waited(now)));
+  }
+  if (!pushes_.pushed.complete() && push_watch_.Due(now)) {
+    logger_->warn("step {}: still waiting for {} to push, {} after the "
+                  "first worker did (a straggler? --straggler_warn_s)",
+                  step_, pushes_.pushed.Missing(),
+                  absl::FormatDuration(push_watch_.Waited(now)));
+  }
 }
 
 void Aggregator::Close(absl::Status status) {

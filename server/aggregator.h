@@ -59,6 +59,7 @@
 #include "core/barrier.h"
 #include "core/deferred.h"
 #include "core/limits.h"
+#include "core/straggler_watch.h"
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
 #include "kernels/codec_registry.h"
@@ -87,6 +88,10 @@ struct AggregatorOptions {
   // `tern ps --run_id`: a Join naming another run is refused before it
   // can configure anything; empty: the first joiner names the run.
   std::string run_id;
+  // --straggler_warn_s: once a barrier (scalers or pushes) has waited this
+  // long since its first arrival, the workers it still waits for are
+  // logged by name, once per step, before any timeout fires; zero: never.
+  absl::Duration straggler_warn = absl::Seconds(10);
   // `tern ps --state_dir`: the file of this shard's state
   // (server/shard_state.h), written before answers are released and read
   // back by Create, which resumes the run it holds; empty: no state.
@@ -206,6 +211,9 @@ class Aggregator {
       core::Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Goes on from a state read back: the run, the open step, the answers
   // kept for retries, residuals and checks; every worker counts as joined.
+  // Logs the workers the open step's barriers still wait for, once each
+  // has waited straggler_warn (ExpireWaits calls it).
+  void WarnStragglers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Restore(const ShardSnapshot& snapshot,
                        const tern::v1::ShardState& raw)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -250,6 +258,10 @@ class Aggregator {
 
   // CheckParams: step -> (first worker, its checksum), the latest few steps.
   StepChecks checks_ ABSL_GUARDED_BY(mu_);
+
+  // The open step's barriers, for stragglers (core/straggler_watch.h).
+  core::StragglerWatch share_watch_ ABSL_GUARDED_BY(mu_);
+  core::StragglerWatch push_watch_ ABSL_GUARDED_BY(mu_);
 
   // --state_dir; null without.
   std::unique_ptr<ShardStateWriter> state_ ABSL_GUARDED_BY(mu_);

@@ -794,6 +794,43 @@ TEST_F(AggregatorTest, AThousandRefusedCallsLogABoundedNumberOfLines) {
                           "worker 0 in the last 60 s were not logged"));
 }
 
+// --- stragglers are named before any timeout ---
+
+TEST_F(AggregatorTest, AStepWaitingLongNamesTheWorkersItWaitsFor) {
+  CapturedLog log;
+  AggregatorOptions options = Options(3);
+  options.straggler_warn = absl::Seconds(10);
+  auto aggregator = Make(options, log.logger());
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  // Worker 0 shares its (empty) scalers, then workers 0 and 1 push step 0.
+  auto share = Share(*aggregator, ScalerRequest{0, 0, {}});
+  auto push0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(4);
+  auto push1 = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  const size_t before = log.Lines().size();
+  now_ += absl::Seconds(5);  // 9 s after the first push: not yet
+  ASSERT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_EQ(log.Lines().size(), before);
+  now_ += absl::Seconds(1);
+  ASSERT_TRUE(aggregator->ExpireWaits(now_).ok());
+  std::vector<std::string> lines = log.Lines(spdlog::level::warn);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_THAT(lines, ::testing::Contains(
+                         "step 0: still waiting for workers 1,2 to share "
+                         "scalers, 10s after the first worker did (a "
+                         "straggler? --straggler_warn_s)"));
+  EXPECT_THAT(lines, ::testing::Contains(
+                         "step 0: still waiting for worker 2 to push, 10s "
+                         "after the first worker did (a straggler? "
+                         "--straggler_warn_s)"));
+  now_ += absl::Seconds(10);  // once per step
+  ASSERT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_EQ(log.Lines(spdlog::level::warn).size(), lines.size());
+  EXPECT_FALSE(push0->done());
+  EXPECT_FALSE(push1->done());
+  EXPECT_FALSE(share->done());
+}
+
 // --- refusals: nothing is added, and the shard keeps serving ---
 
 struct BadPush {

@@ -101,6 +101,10 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "how long the shard waits for all workers to join before it exits "
        "(a transient failure: exit code 128)")
       ->check(FinitePositive());
+  Flag(app, "straggler_warn_s", &o->straggler_warn_s,
+       "name the workers a step still waits for once it has waited this long "
+       "since the first worker arrived, before any timeout (0: never)")
+      ->check(CLI::NonNegativeNumber);
   Flag(app, "state_dir", &o->state_dir,
        "terngrad: keep the shard's state in this directory (shard-<index>."
        "state, rewritten at each step) and resume from it when restarted "
@@ -188,6 +192,10 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
   if (!std::isfinite(o.barrier_timeout_s) || !(o.barrier_timeout_s > 0)) {
     return absl::InvalidArgumentError(
         "--barrier_timeout_s must be a finite number > 0");
+  }
+  if (!std::isfinite(o.straggler_warn_s) || o.straggler_warn_s < 0) {
+    return absl::InvalidArgumentError(
+        "--straggler_warn_s must be a finite number >= 0");
   }
   if (!std::isfinite(o.join_timeout_s) || !(o.join_timeout_s > 0)) {
     return absl::InvalidArgumentError(

@@ -197,6 +197,7 @@ int RunShard(const PsOptions& options, Logger logger,
   aggregator_options.join_timeout = absl::Seconds(options.join_timeout_s);
   aggregator_options.max_message_bytes =
       static_cast<uint64_t>(options.max_message_mb) << 20;
+  aggregator_options.straggler_warn = absl::Seconds(options.straggler_warn_s);
   if (!options.state_dir.empty()) {
     aggregator_options.state_path =
         ShardStatePath(options.state_dir, options.shard_index);

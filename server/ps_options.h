@@ -38,6 +38,9 @@ struct PsOptions {
   double barrier_timeout_s = 50;
   // How long the shard waits for all workers to join before giving up.
   double join_timeout_s = 300;
+  // --straggler_warn_s: a barrier that has waited this long since its
+  // first worker arrived logs the workers it still waits for; 0: never.
+  double straggler_warn_s = 10;
   // --state_dir: a TernGrad shard keeps its state there
   // (server/shard_state.h) and, restarted with the same flags, resumes the
   // run from it; empty: none (a killed shard ends the run).

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
 #include "common/net/backoff.h"
 #include "common/net/channel.h"
@@ -93,16 +94,29 @@ std::vector<std::unique_ptr<Call<Response>>> StartCalls(
 // Waits until every call completed or `wait_until`, then shuts `queue` down
 // and drains it, so that no completion refers to a call any more. Calls
 // still open at `wait_until` are cancelled and answer DEADLINE_EXCEEDED.
+// Calls still open at `warn_at` are handed to `warn` once.
 template <typename Response>
 void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
-                absl::Time attempt_start,
+                absl::Time attempt_start, absl::Time warn_at,
+                const std::function<void(const std::vector<size_t>&)>& warn,
                 std::vector<std::unique_ptr<Call<Response>>>* calls) {
   size_t pending = calls->size();
+  bool warned = false;
   while (pending > 0) {
     void* tag = nullptr;
     bool ok = false;
-    const auto next =
-        queue->AsyncNext(&tag, &ok, absl::ToChronoTime(wait_until));
+    const absl::Time until = warned ? wait_until : std::min(warn_at, wait_until);
+    const auto next = queue->AsyncNext(&tag, &ok, absl::ToChronoTime(until));
+    if (next == grpc::CompletionQueue::TIMEOUT && !warned &&
+        until < wait_until) {
+      warned = true;
+      std::vector<size_t> open;
+      for (const auto& call : *calls) {
+        if (!call->done) open.push_back(call->index);
+      }
+      warn(open);
+      continue;
+    }
     if (next != grpc::CompletionQueue::GOT_EVENT) break;
     static_cast<Call<Response>*>(tag)->done = true;
     --pending;
@@ -259,7 +273,24 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     if (backoff.has_value()) deadline = std::min(deadline, backoff->give_up());
     std::vector<std::unique_ptr<Call<Response>>> calls =
         StartCalls<Response>(stubs_, requests, todo, deadline, &queue, start);
-    AwaitCalls(&queue, deadline + kCompletionGrace, attempt_start, &calls);
+    const auto warn = [&](const std::vector<size_t>& open) {
+      std::vector<std::string> shards;
+      for (const size_t index : open) {
+        const uint32_t shard = requests[index].shard;
+        shards.push_back(absl::StrCat(shard, " (", names_[shard], ")"));
+      }
+      logger_->warn(
+          "{}: no answer from shard {} after {}: a worker is late or the "
+          "shard is slow; the shard's log names the workers it waits for "
+          "(--straggler_warn_s)",
+          method, absl::StrJoin(shards, ", "),
+          absl::FormatDuration(options_.straggler_warn));
+    };
+    const absl::Time warn_at = options_.straggler_warn > absl::ZeroDuration()
+                                   ? attempt_start + options_.straggler_warn
+                                   : absl::InfiniteFuture();
+    AwaitCalls(&queue, deadline + kCompletionGrace, attempt_start, warn_at,
+               warn, &calls);
     absl::StatusOr<Retries> retries =
         TakeAnswers(method, names_, requests, retry, &calls, &responses);
     if (!retries.ok()) return retries.status();

@@ -45,6 +45,9 @@ struct PsClientOptions {
   // (--server_loss_timeout_s): a shard restarted from its --state_dir
   // answers the retried calls as the lost one would have.
   absl::Duration server_loss_timeout = absl::Seconds(120);
+  // A call still unanswered this long is logged once with its shards
+  // (--straggler_warn_s): a late worker holds the step; zero: never.
+  absl::Duration straggler_warn = absl::Seconds(10);
   // The largest message sent or received; see MessageBytesBound.
   int max_message_bytes = 4 << 20;
   // Plaintext or TLS (the worker's --tls_* files); Connect checks the

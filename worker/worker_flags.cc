@@ -92,6 +92,11 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
        "how long to keep trying to reach the shards at start, in seconds")
       ->check(FinitePositive())
       ->group("Cluster");
+  Flag(app, "straggler_warn_s", &o->straggler_warn_s,
+       "log a shard's call still unanswered after this many seconds (a late "
+       "worker holds the step; the shard's log names it); 0: never")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Cluster");
   Flag(app, "server_loss_timeout_s", &o->server_loss_timeout_s,
        "how long to keep retrying a shard that went away mid-run (a shard "
        "restarted with --state_dir resumes the run), in seconds; then the "

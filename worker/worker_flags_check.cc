@@ -57,6 +57,10 @@ absl::Status ValidateClusterOptions(const WorkerOptions& o) {
   if (!(o.join_timeout_s > 0) || !std::isfinite(o.join_timeout_s)) {
     return absl::InvalidArgumentError("--join_timeout_s must be a number > 0");
   }
+  if (!(o.straggler_warn_s >= 0) || !std::isfinite(o.straggler_warn_s)) {
+    return absl::InvalidArgumentError(
+        "--straggler_warn_s must be a number >= 0");
+  }
   if (!(o.server_loss_timeout_s > 0) ||
       !std::isfinite(o.server_loss_timeout_s)) {
     return absl::InvalidArgumentError(

@@ -47,6 +47,7 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   client_options.security = net::SecurityFromFlags(options.tls);
   client_options.server_loss_timeout =
       absl::Seconds(options.server_loss_timeout_s);
+  client_options.straggler_warn = absl::Seconds(options.straggler_warn_s);
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                         PsClient::Connect(options.ps, client_options, logger));
 

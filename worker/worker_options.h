@@ -45,6 +45,9 @@ struct WorkerOptions {
   // How long a step's calls keep retrying a shard that went away (killed,
   // restarting from its --state_dir) before the worker gives up.
   double server_loss_timeout_s = 120;
+  // A call to a shard still unanswered this long is logged once (a late
+  // worker holds the step); 0: never.
+  double straggler_warn_s = 10;
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
   // shards; none: plaintext.
   net::TlsFiles tls;
