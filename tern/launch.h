@@ -47,8 +47,7 @@ namespace tern {
 // flags of `tern launch`. "mode" is set by --geo (a worker in another mode
 // than its shards cannot train).
 inline constexpr const char* kLaunchOwnedWorkerFlags[] = {
-    "ps",   "worker_id",      "num_workers",     "metrics_out",
-    "mode", "metrics_listen", "metrics_linger_s"};
+    "ps", "worker_id", "num_workers", "metrics_out", "mode"};
 
 // Registers launch's own flags (--shards, --workers, --out_dir, timeouts,
 // --target_accuracy, the geo flags of tern/geo_plan.h) and

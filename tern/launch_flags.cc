@@ -107,8 +107,13 @@ void AddClusterFlags(CLI::App* app, LaunchOptions* options) {
       ->group("Launch");
 }
 
+// The worker's metrics flags: launch has its own of the same names
+// (AddMetricsFlags), a base port from which every child gets one.
+constexpr const char* kMetricsWorkerFlags[] = {"metrics_listen",
+                                               "metrics_linger_s"};
+
 // Launch's --metrics_listen and --metrics_linger_s, registered after the
-// worker's flags of the same names are taken out (kLaunchOwnedWorkerFlags).
+// worker's flags of the same names are taken out (kMetricsWorkerFlags).
 void AddMetricsFlags(CLI::App* app, LaunchOptions* options) {
   AddFlag(app, "metrics_listen", &options->metrics.listen,
           "IP:BASE_PORT: each server and worker serves Prometheus metrics "
@@ -142,7 +147,10 @@ std::vector<CLI::Option*> AddJobFlags(CLI::App* app, LaunchOptions* options) {
                   std::end(kLaunchOwnedWorkerFlags),
                   name) != std::end(kLaunchOwnedWorkerFlags) ||
         std::find(std::begin(kTlsWorkerFlags), std::end(kTlsWorkerFlags),
-                  name) != std::end(kTlsWorkerFlags)) {
+                  name) != std::end(kTlsWorkerFlags) ||
+        std::find(std::begin(kMetricsWorkerFlags),
+                  std::end(kMetricsWorkerFlags),
+                  name) != std::end(kMetricsWorkerFlags)) {
       app->remove_option(option);
     } else {
       worker_flags.push_back(option);

@@ -129,6 +129,23 @@ TEST_F(LaunchFlagsTest, TlsFilesAreNotLaunchFlags) {
   }
 }
 
+// --metrics_listen is launch's own base port; no worker gets it verbatim
+// (ChildSupervisor gives each child a port of its own).
+TEST_F(LaunchFlagsTest, MetricsListenIsALaunchFlag) {
+  Parse({"--metrics_listen=127.0.0.1:9400", "--metrics_linger_s=2",
+         "--steps=5"});
+  EXPECT_EQ(options_.metrics.listen, "127.0.0.1:9400");
+  EXPECT_EQ(options_.metrics.linger_s, 2);
+  EXPECT_THAT(options_.worker_args, ElementsAre("--steps=5"));
+  EXPECT_TRUE(ValidateLaunchOptions(options_, false).ok());
+  Parse({"--metrics_listen=127.0.0.1:0"});
+  EXPECT_EQ(ValidateLaunchOptions(options_, false).code(),
+            absl::StatusCode::kInvalidArgument);
+  Parse({"--metrics_listen=localhost:9400"});
+  EXPECT_EQ(ValidateLaunchOptions(options_, false).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // --tls is launch's own flag, off by default; no worker gets it.
 TEST_F(LaunchFlagsTest, TlsIsALaunchFlag) {
   Parse({});
