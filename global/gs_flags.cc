@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_flags.h"
 #include "common/net/peer_identity.h"
 #include "common/net/tls_flags.h"
 
@@ -66,6 +67,7 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
       ->check(LogLevel());
   net::AddTlsFlags(app, &o->tls);
   net::AddInsecureFlag(app, &o->insecure);
+  metrics::AddMetricsFlags(app, &o->metrics);
   Flag(app, "run_id", &o->run_id,
        "with --tls_ca: every caller's certificate must name this run "
        "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
@@ -73,6 +75,10 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
 }
 
 absl::Status ValidateGsOptions(const GsOptions& o) {
+  if (absl::Status status = metrics::ValidateMetricsOptions(o.metrics);
+      !status.ok()) {
+    return status;
+  }
   if (!IsHostPort(o.listen)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics.h"
 #include "common/records/server_report.h"
 #include "common/net/peer_identity.h"
 #include "common/net/server.h"
@@ -13,6 +14,7 @@
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
 #include "global/gs_flags.h"
+#include "global/gs_metrics.h"
 #include "global/gs_service.h"
 #include "global/round_aggregator.h"
 
@@ -90,19 +92,17 @@ void Report(const GsOptions& options, const RoundAggregator& aggregator,
   }
 }
 
-}  // namespace
-
-int RunGlobalServer(const GsOptions& options, Logger logger,
-                    const process::StopRequest& stop) {
-  if (logger == nullptr) logger = MakeLogger("global", "0");
-  if (absl::Status status = ValidateGsOptions(options); !status.ok()) {
-    logger->error("{}", std::string(status.message()));
-    return process::kExitPermanent;
-  }
-  logger->set_level(*ParseLogLevel(options.log_level));
-
+// The rounds: the aggregator, its gRPC service and server, until a stop;
+// their metrics in `metrics`.
+int ServeRounds(const GsOptions& options, const Logger& logger,
+                const process::StopRequest& stop, metrics::Metrics& metrics) {
+  GsMetrics round_metrics(metrics.registry(), options.num_datacenters);
+  RoundAggregatorOptions aggregator_options = MakeAggregatorOptions(options);
+  aggregator_options.round_closed = [&round_metrics](absl::Duration open_for) {
+    round_metrics.RoundClosed(open_for);
+  };
   absl::StatusOr<std::unique_ptr<RoundAggregator>> aggregator =
-      RoundAggregator::Create(MakeAggregatorOptions(options), logger);
+      RoundAggregator::Create(std::move(aggregator_options), logger);
   if (!aggregator.ok()) {
     logger->error("{}", std::string(aggregator.status().message()));
     return process::kExitPermanent;
@@ -139,10 +139,38 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
   const int exit_code =
       process::ServeUntilStopped(stop, logger, [&](absl::Time now) {
         (*aggregator)->Tick(now);
+        round_metrics.Update((*aggregator)->stats(),
+                             (*aggregator)->open_round(),
+                             (*aggregator)->lags(), options.max_lag);
         return absl::OkStatus();
       });
   shut_down();
   Report(options, **aggregator, logger);
+  return exit_code;
+}
+
+}  // namespace
+
+int RunGlobalServer(const GsOptions& options, Logger logger,
+                    const process::StopRequest& stop) {
+  if (logger == nullptr) logger = MakeLogger("global", "0");
+  if (absl::Status status = ValidateGsOptions(options); !status.ok()) {
+    logger->error("{}", std::string(status.message()));
+    return process::kExitPermanent;
+  }
+  logger->set_level(*ParseLogLevel(options.log_level));
+  absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
+      metrics::Metrics::Start(options.metrics);
+  if (!metrics.ok()) {
+    logger->error("{}", std::string(metrics.status().message()));
+    return process::ExitCodeFor(metrics.status());
+  }
+  if ((*metrics)->port() != 0) {
+    logger->info("Prometheus metrics on {} (port {})", options.metrics.listen,
+                 (*metrics)->port());
+  }
+  const int exit_code = ServeRounds(options, logger, stop, **metrics);
+  (*metrics)->Linger();
   return exit_code;
 }
 

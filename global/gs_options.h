@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/metrics/metrics_options.h"
 #include "common/net/tls_files.h"
 
 namespace tern::global {
@@ -45,6 +46,9 @@ struct GsOptions {
   // --run_id: with TLS and a CA, every caller's certificate must name this
   // run (common/net/peer_identity.h); empty: any run the CA signed for.
   std::string run_id;
+  // --metrics_listen, --metrics_linger_s (common/metrics): Prometheus
+  // metrics of the rounds (global/gs_metrics.h).
+  metrics::MetricsOptions metrics;
 };
 
 }  // namespace tern::global

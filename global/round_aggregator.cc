@@ -90,6 +90,17 @@ uint64_t RoundAggregator::open_round() const {
   return open_round_;
 }
 
+std::vector<uint64_t> RoundAggregator::lags() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> lags(options_.num_datacenters, 0);
+  for (uint32_t d = 0; d < options_.num_datacenters; ++d) {
+    if (registered_[d] && next_round_[d] < open_round_) {
+      lags[d] = open_round_ - next_round_[d];
+    }
+  }
+  return lags;
+}
+
 bool RoundAggregator::holding() const {
   absl::MutexLock lock(&mu_);
   return hold_began_.has_value();

@@ -92,6 +92,10 @@ struct RoundAggregatorOptions {
   uint64_t max_message_bytes = 64ull << 20;
   // Where "now" comes from; tests pass a fake clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Called, under the aggregator's lock, as each round closes with the
+  // time since its first update arrived (the metrics' round latency);
+  // must not call back into the aggregator. Empty: nothing is called.
+  std::function<void(absl::Duration)> round_closed;
 };
 
 // Counters since the start, for logs and metrics.
@@ -161,6 +165,9 @@ class RoundAggregator {
 
   // The round the GS collects now.
   uint64_t open_round() const;
+  // By data center: rounds behind the open round (0 for one that sends
+  // the open round next, or has not registered).
+  std::vector<uint64_t> lags() const;
   bool holding() const;
   RoundStats stats() const;
   // OK, or why the run failed (a codec broke; an average overflowing is a

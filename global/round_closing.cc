@@ -207,6 +207,9 @@ void RoundAggregator::CloseRound(absl::Time now, core::Deferred* deferred) {
                      std::pair(b.datacenter, b.round);
             });
   LogClosed(now, *answer, bytes_out);
+  if (options_.round_closed && first_arrival_.has_value()) {
+    options_.round_closed(now - *first_arrival_);
+  }
   ++stats_.rounds_closed;
   stats_.bytes_out += bytes_out;
 

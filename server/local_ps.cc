@@ -104,6 +104,11 @@ void LocalPs::Fail(absl::Status status) {
   AnswerAll(failed_, &deferred);
 }
 
+uint32_t LocalPs::joined_workers() const {
+  absl::MutexLock lock(&mu_);
+  return joined_.count();
+}
+
 uint64_t LocalPs::completed_steps() const {
   absl::MutexLock lock(&mu_);
   return state_ == nullptr ? 0 : state_->completed_steps();

@@ -67,6 +67,7 @@
 #include "core/deferred.h"
 #include "kernels/codec.h"
 #include "server/gradient_synchronizer.h"
+#include "server/lps_metrics.h"
 #include "server/lps_state.h"
 #include "server/messages.h"
 
@@ -106,6 +107,9 @@ struct LocalPsOptions {
   absl::Duration join_timeout = absl::Seconds(300);
   uint64_t max_message_bytes = 64ull << 20;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Counts rounds, chunk decisions and holds (borrowed; must outlive the
+  // LocalPs); null: not counted.
+  LpsMetrics* metrics = nullptr;
 };
 
 // What the LPS registers with the GS, known once worker 0 has joined.
@@ -182,6 +186,8 @@ class LocalPs {
   // Local steps completed; whether the final synchronization (or, without
   // a GS, the last step) is done; the checksum of W.
   uint64_t completed_steps() const;
+  // Workers that have joined (N once all have).
+  uint32_t joined_workers() const;
   bool finished() const;
   uint64_t checksum() const;
   // Payload bytes of the updates sent to the GS and of its answers, so far.

@@ -170,6 +170,7 @@ void LocalPs::Release(absl::Time now, Deferred* deferred) {
   if (gs_hold != holding_) {
     holding_ = gs_hold;
     if (gs_hold) {
+      if (options_.metrics != nullptr) options_.metrics->HoldBegan();
       logger_->warn(
           "holding the workers: {} has not answered round {} for {} "
           "(--sync_timeout_s)",

@@ -48,6 +48,7 @@ absl::Status LocalPs::OnStepCompleted() {
     return absl::InternalError(
         absl::StrCat("building a round: ", round.status().message()));
   }
+  if (options_.metrics != nullptr) options_.metrics->RoundBuilt(*round);
   to_send_.push_back(*std::move(round));
   return absl::OkStatus();
 }
@@ -104,6 +105,7 @@ absl::StatusOr<std::optional<SyncRound>> LocalPs::NextRound(
     absl::StatusOr<SyncRound> round =
         sync_->BuildFinalRound(sync_->next_round());
     if (!round.ok()) return round.status();
+    if (options_.metrics != nullptr) options_.metrics->RoundBuilt(*round);
     final_ = Final::kSent;
     final_round_ = round->round;
     return std::optional<SyncRound>(*std::move(round));

@@ -12,12 +12,17 @@
 namespace tern::server {
 
 LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers,
-                       uint64_t first_worker)
+                       uint64_t first_worker, ShardMetrics* metrics)
     : lps_(lps),
       logger_(std::move(logger)),
       refusals_(logger_),
       peers_(std::move(peers)),
-      first_worker_(first_worker) {}
+      first_worker_(first_worker),
+      own_metrics_(metrics != nullptr
+                       ? nullptr
+                       : std::make_unique<ShardMetrics>(
+                             own_registry_, ShardMetrics::LpsLabels(0))),
+      metrics_(metrics != nullptr ? metrics : own_metrics_.get()) {}
 
 bool LpsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,
@@ -85,7 +90,10 @@ grpc::ServerUnaryReactor* LpsService::PushPull(
     const tern::v1::PushPullRequest* request,
     tern::v1::PushPullResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time arrived = absl::Now();
+  metrics_->Received(request->ByteSizeLong());
   if (!Admit(context, reactor, "PushPull", request->worker_id())) {
+    metrics_->Rejected(absl::PermissionDeniedError("not admitted"));
     return reactor;
   }
   // The payload moves out of the request, which gRPC keeps until a held
@@ -98,15 +106,19 @@ grpc::ServerUnaryReactor* LpsService::PushPull(
                        "push of worker {} for step {} refused: {}",
                        request->worker_id(), request->step(),
                        std::string(push.status().message()));
+    metrics_->Rejected(push.status());
     reactor->Finish(ToGrpcStatus(push.status()));
     return reactor;
   }
-  lps_->PushPull(*push, [reactor, response](absl::StatusOr<PushAnswer> answer) {
+  lps_->PushPull(*push, [reactor, response, arrived, metrics = metrics_](
+                            absl::StatusOr<PushAnswer> answer) {
     if (!answer.ok()) {
+      metrics->Rejected(answer.status());
       reactor->Finish(ToGrpcStatus(answer.status()));
       return;
     }
     PushToWire(**answer, response);
+    metrics->Answered(absl::Now() - arrived, response->ByteSizeLong());
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

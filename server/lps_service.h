@@ -13,12 +13,14 @@
 #define TERN_SERVER_LPS_SERVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
 #include "common/refusal_log.h"
 #include "server/local_ps.h"
+#include "server/shard_metrics.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::server {
@@ -34,8 +36,10 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
   // first_worker = datacenter * num_workers (tern launch --geo numbers its
   // workers so, and `tern certs` issues worker-<g> for each). The default
   // checks nothing (plaintext).
+  // `metrics` counts the pushes and bytes (borrowed, must outlive the
+  // service); null: counted in a registry of the service's own.
   LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers = {},
-             uint64_t first_worker = 0);
+             uint64_t first_worker = 0, ShardMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const tern::v1::JoinRequest* request,
@@ -66,6 +70,10 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
   mutable RefusalLog refusals_;
   const net::PeerPolicy peers_;
   const uint64_t first_worker_;
+  // Without borrowed metrics, the service counts into its own.
+  prometheus::Registry own_registry_;
+  std::unique_ptr<ShardMetrics> own_metrics_;
+  ShardMetrics* const metrics_;
 };
 
 }  // namespace tern::server

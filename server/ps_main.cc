@@ -17,6 +17,7 @@
 #include "server/aggregator.h"
 #include "server/gs_link.h"
 #include "server/local_ps.h"
+#include "server/lps_metrics.h"
 #include "server/lps_service.h"
 #include "server/ps_flags.h"
 #include "server/ps_service.h"
@@ -144,15 +145,21 @@ void ReportLps(const PsOptions& options, const LocalPs& lps,
 int RunLocalParameterServer(const PsOptions& options, Logger logger,
                             const process::StopRequest& stop,
                             metrics::Metrics& metrics) {
+  const prometheus::Labels labels = ShardMetrics::LpsLabels(options.datacenter);
+  ShardMetrics push_metrics(metrics.registry(), labels);
+  LpsMetrics round_metrics(metrics.registry(), labels);
+  LocalPsOptions lps_options = MakeLocalPsOptions(options);
+  lps_options.metrics = &round_metrics;
   absl::StatusOr<std::unique_ptr<LocalPs>> lps =
-      LocalPs::Create(MakeLocalPsOptions(options), logger);
+      LocalPs::Create(std::move(lps_options), logger);
   if (!lps.ok()) {
     logger->error("{}", std::string(lps.status().message()));
     return process::kExitPermanent;
   }
   LpsService service(
       lps->get(), logger, Peers(options),
-      static_cast<uint64_t>(options.datacenter) * options.num_workers);
+      static_cast<uint64_t>(options.datacenter) * options.num_workers,
+      &push_metrics);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   if (!server.ok()) return process::ExitCodeFor(server.status());
@@ -178,8 +185,12 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
           ? std::string("no global server")
           : absl::StrCat("global server ", options.global, ", a round every ",
                          options.sync_every, " steps"));
-  const int exit_code = process::ServeUntilStopped(
-      stop, logger, [&](absl::Time now) { return (*lps)->ExpireWaits(now); });
+  const int exit_code =
+      process::ServeUntilStopped(stop, logger, [&](absl::Time now) {
+        push_metrics.SetStep((*lps)->completed_steps());
+        push_metrics.SetWorkersJoined((*lps)->joined_workers());
+        return (*lps)->ExpireWaits(now);
+      });
   shut_down();
   ReportLps(options, **lps, logger);
   return exit_code;
