@@ -17,6 +17,9 @@ packages=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9
   # XXH3, the parameter checksum (common/checksum).
   libxxhash0
+  # prometheus-cpp's registry and exposer (civetweb comes with it), for
+  # --metrics_listen (common/metrics).
+  libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   # libtorch's own dependencies that are not pulled in with it.
   libopenblas0-pthread libgomp1 libatomic1
   # Google Benchmark, for `tern bench`.
