@@ -10,10 +10,11 @@ namespace tern::worker {
 
 using datasets_internal::LoadCifar10;
 using datasets_internal::LoadIdxSet;
+using datasets_internal::LoadNpySet;
 using datasets_internal::MakeSynthetic;
 
 std::vector<std::string> DatasetNames() {
-  return {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+  return {"fashion-mnist", "mnist", "cifar10", "synthetic", "npy"};
 }
 
 absl::StatusOr<TrainTest> LoadDataset(absl::string_view name,
@@ -28,12 +29,13 @@ absl::StatusOr<TrainTest> LoadDataset(absl::string_view name,
                             ") or point --data_dir at the Fashion-MNIST IDX "
                             "files"));
   }
-  if (name == "mnist" || name == "cifar10") {
+  if (name == "mnist" || name == "cifar10" || name == "npy") {
     if (dir.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("dataset ", name, " needs --data_dir"));
     }
     if (name == "cifar10") return LoadCifar10(dir);
+    if (name == "npy") return LoadNpySet(dir);
     return LoadIdxSet(dir,
                       "point --data_dir at the MNIST IDX files "
                       "({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])");

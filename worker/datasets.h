@@ -24,7 +24,8 @@ namespace tern::worker {
 
 struct Dataset {
   torch::Tensor images;  // [N,C,H,W] float32, normalized
-  torch::Tensor labels;  // [N] int64, in [0, shape.num_classes)
+  // [N] int64, in [0, shape.num_classes); npy may hold float32 targets.
+  torch::Tensor labels;
   InputShape shape;
 };
 
@@ -50,14 +51,30 @@ inline constexpr absl::string_view kDefaultFashionMnistDir =
 //                    random pattern, each image its class's pattern plus
 //                    smooth nuisance patterns and pixel noise. LeNet and the
 //                    MLP lower the loss on it within a few dozen SGD steps.
-// Images are normalized per channel to mean 0 and standard deviation 1 with
-// the statistics of the training images (the same transform for the test
-// images); for the real sets these are the published numbers, e.g.
+//   "npy"            train_x.npy, train_y.npy, test_x.npy, test_y.npy in
+//                    `dir` (required), NumPy .npy files (format 1.0-3.0,
+//                    little-endian, C order), memory-mapped. x: float32 or
+//                    uint8, shape [N, ...]; y: int64 labels [N] (classes =
+//                    the largest label + 1, below 2^20) or float32 targets
+//                    [N, ...] (shape.num_classes = values per example).
+//                    Train and test agree in dtype and in the shape past N.
+//                    Examples of shape [D] are viewed as [1,1,D], [H,W] as
+//                    [1,H,W], [C,H,W] as they are, higher ranks fold their
+//                    leading dims into C. Float32 inputs are used as given
+//                    and stay in the mapping (no copy, no normalization);
+//                    uint8 inputs are scaled and normalized like the images
+//                    below (a float32 copy).
+// Except for float32 npy inputs, images are normalized per channel to mean
+// 0 and standard deviation 1 with the statistics of the training images (the
+// same transform for the test images); for the real sets these are the
+// published numbers, e.g.
 // Fashion-MNIST 0.2860 / 0.3530, MNIST 0.1307 / 0.3081.
 // Errors: INVALID_ARGUMENT for an unknown name (listing the valid ones), a
 // missing required `dir`, or a file with a bad magic number, header, size or
-// label (naming the file); NOT_FOUND naming a missing file and what provides
-// it (the dataset-fashion-mnist package, or --data_dir).
+// label (naming the file), and an npy file with a bad header field, dtype,
+// shape or size (naming the file and the field); NOT_FOUND naming a missing
+// file and what provides it (the dataset-fashion-mnist package, or
+// --data_dir).
 absl::StatusOr<TrainTest> LoadDataset(absl::string_view name,
                                       const std::string& dir, uint64_t seed);
 

@@ -94,6 +94,29 @@ absl::StatusOr<TrainTest> LoadCifar10(const std::string& dir);
 // The synthetic set, a pure function of `seed` (datasets_synthetic.cc).
 TrainTest MakeSynthetic(uint64_t seed);
 
+// train_x/train_y/test_x/test_y.npy in `dir`, memory-mapped (datasets_npy.cc;
+// datasets.h says what they may hold).
+absl::StatusOr<TrainTest> LoadNpySet(const std::string& dir);
+
+// ----------------------------------------- npy (datasets_npy_header.cc) ---
+
+// What tern reads of a .npy header: the element type (float32, int64 or
+// uint8, little-endian), the C-order shape, and where the data starts.
+struct NpyHeader {
+  torch::Dtype dtype = torch::kFloat32;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+
+// Parses the header at the start of the `size` bytes of file `path`.
+// INVALID_ARGUMENT naming the file and the field for a bad magic, a version
+// other than 1.0/2.0/3.0, a header length past the file, a dict field that
+// is missing, repeated or unknown, another dtype, big-endian data, Fortran
+// order, or a shape that is not a tuple of integers below 2^62. The shape
+// is not checked against the file's size here (MapNpy does that).
+absl::StatusOr<NpyHeader> ParseNpyHeader(const uint8_t* bytes, size_t size,
+                                         const std::string& path);
+
 }  // namespace tern::worker::datasets_internal
 
 #endif  // TERN_WORKER_DATASETS_INTERNAL_H_

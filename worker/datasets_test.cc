@@ -347,7 +347,7 @@ TEST(LoadDatasetTest, MissingFilesNameTheFileAndTheRemedy) {
 }
 
 TEST(LoadDatasetTest, NamesAndRequiredDirectories) {
-  for (const std::string name : {"mnist", "cifar10"}) {
+  for (const std::string name : {"mnist", "cifar10", "npy"}) {
     auto sets = LoadDataset(name, "", 0);
     ASSERT_FALSE(sets.ok()) << name;
     EXPECT_EQ(sets.status().code(), absl::StatusCode::kInvalidArgument);
@@ -357,9 +357,10 @@ TEST(LoadDatasetTest, NamesAndRequiredDirectories) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(unknown.status().message()),
-              HasSubstr("fashion-mnist, mnist, cifar10, synthetic"));
-  EXPECT_EQ(DatasetNames(), (std::vector<std::string>{"fashion-mnist", "mnist",
-                                                      "cifar10", "synthetic"}));
+              HasSubstr("fashion-mnist, mnist, cifar10, synthetic, npy"));
+  EXPECT_EQ(DatasetNames(),
+            (std::vector<std::string>{"fashion-mnist", "mnist", "cifar10",
+                                      "synthetic", "npy"}));
 }
 
 // --- CIFAR-10 --------------------------------------------------------------

@@ -112,8 +112,11 @@ void AddModelAndDataFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "model", &o->model, "model to train")
       ->check(CLI::IsMember({"lenet", "mlp", "cifarnet"}))
       ->group("Model and data");
-  Flag(app, "dataset", &o->dataset, "data set to train on")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}))
+  Flag(app, "dataset", &o->dataset,
+       "data set to train on (npy: DIR/{train,test}_{x,y}.npy, see "
+       "worker/README.md)")
+      ->check(CLI::IsMember(
+          {"fashion-mnist", "mnist", "cifar10", "synthetic", "npy"}))
       ->group("Model and data");
   Flag(app, "data_dir", &o->data_dir,
        "directory of the data set files (empty: the data set's default)")
