@@ -27,6 +27,9 @@ packages=(
   python3-h2 python3-grpcio python3-protobuf
   # `tern plot`: it draws its PNG charts with matplotlib (Agg, no display).
   python3-matplotlib
+  # examples/ and tests/torchscript_train_test.sh: PyTorch (the same 1.13 as
+  # libtorch-dev) scripts and saves the TorchScript models tern worker loads.
+  python3-torch
   # --metrics_listen (common/metrics): prometheus-cpp's registry and pull
   # exposer; the Prometheus server scrapes a run in tests/metrics_test.sh.
   prometheus-cpp-dev prometheus
