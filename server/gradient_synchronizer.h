@@ -77,7 +77,9 @@ struct SynchronizerOptions {
   // threshold of Appendix A.2 (server/WEIGHTGRAD.md).
   std::optional<double> g_thresh;
   // Local steps per epoch: at each multiple of it the dynamic threshold is
-  // multiplied by the LR ratio and the momentum-norm ratio. 0: never.
+  // multiplied by the LR ratio and the momentum-norm ratio. 0: never. The
+  // LPS takes it from `tern ps --steps_per_epoch`, else from the workers'
+  // join (OptimizerConfig.steps_per_epoch).
   uint64_t steps_per_epoch = 0;
   // Ternary encoding of U: TernGrad's clipping at clip * sigma (0 disables
   // it) and layout (TERNARY_2BIT or TERNARY_BASE3). 2, not TernGrad's 2.5:
@@ -112,6 +114,21 @@ struct ChunkDecision {
   bool sent = false;
 };
 
+// A rescale of the dynamic threshold at an epoch boundary (Appendix A.2,
+// eq. 13): G_thresh <- lr_ratio * momentum_ratio * G_thresh.
+struct ThresholdRescale {
+  // The epoch now begun (completed local steps / steps_per_epoch); several
+  // epochs crossed in one round rescale once, to the last of them.
+  uint64_t epoch = 0;
+  // lr(first step of `epoch`) / lr(first step of the last rescale's epoch),
+  // and ||v|| now / ||v|| then over the shard's momentum buffers; 1 where
+  // the old value was 0 (left out).
+  double lr_ratio = 1;
+  double momentum_ratio = 1;
+  double old_threshold = 0;
+  double new_threshold = 0;
+};
+
 // One round's request to the GS.
 struct SyncRound {
   uint64_t round = 0;
@@ -119,6 +136,9 @@ struct SyncRound {
   uint64_t local_step = 0;
   // The threshold the chunks were compared with (0 in the gaia mode).
   double g_thresh = 0;
+  // Set when the dynamic threshold was rescaled for this round (an epoch
+  // boundary passed since the last round).
+  std::optional<ThresholdRescale> rescale;
   // The significant chunks' U, encoded, in key order. Empty: a heartbeat.
   std::vector<ChunkPayload> updates;
   // Every chunk of the shard, in key order.
@@ -223,16 +243,18 @@ class GradientSynchronizer {
                             absl::Span<const float> weights) const;
   // Sets the dynamic threshold from this round's mean gradient, once.
   void InitThreshold();
-  // Multiplies the dynamic threshold at epoch boundaries (A.2, eq. 13).
-  void RescaleThreshold();
+  // Multiplies the dynamic threshold at epoch boundaries (A.2, eq. 13);
+  // what it did, or nullopt when no boundary passed.
+  std::optional<ThresholdRescale> RescaleThreshold();
 
   // BuildRound's pieces. FAILED_PRECONDITION unless `round` is next_round()
   // and due.
   absl::Status CheckRoundDue(uint64_t round) const;
   // Sets or rescales the dynamic threshold; returns what this round's
   // chunks are compared with (0 in the gaia mode and until a nonzero
-  // gradient has set it: then every chunk that moved is significant).
-  double RoundThreshold();
+  // gradient has set it: then every chunk that moved is significant), and
+  // sets `rescale` when it rescaled.
+  double RoundThreshold(std::optional<ThresholdRescale>* rescale);
   // Whether `chunk` travels this round, given its update U (gaia: zeroes
   // U's insignificant elements).
   ChunkDecision Decide(const ChunkSync& chunk, absl::Span<const float> weights,

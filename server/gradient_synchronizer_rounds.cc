@@ -87,9 +87,8 @@ void GradientSynchronizer::CommitRound(
 
 absl::StatusOr<SyncRound> GradientSynchronizer::BuildRound(uint64_t round) {
   if (absl::Status due = CheckRoundDue(round); !due.ok()) return due;
-  const double threshold = RoundThreshold();
-
   SyncRound request;
+  const double threshold = RoundThreshold(&request.rescale);
   request.round = round;
   request.local_step = state_->completed_steps();
   request.g_thresh = threshold;

@@ -298,6 +298,43 @@ TEST(GradientSynchronizerTest, SeveralEpochsInOneRoundMultiplyOnce) {
   EXPECT_DOUBLE_EQ(*dc.sync->g_thresh(), 0.125);
 }
 
+TEST(GradientSynchronizerTest, RoundsRecordEachRescaleAtTheEpochBoundary) {
+  // Rounds every 2 local steps, epochs of 3: rounds at steps 2, 4, 6, 8,
+  // 10, 12 open epochs -, 1, 2, -, 3, 4. The LR halves every epoch; the
+  // gradient is constant, so with m = 0 the momentum norm stays at 1.
+  SynchronizerOptions options = Fp32Options(std::nullopt, 2);
+  options.steps_per_epoch = 3;
+  DataCenter dc(PlainSgd(),
+                *LrSchedule::Create(LrScheduleKind::kStep, 1.0, 0, 3, 0.5),
+                {{0, {0.0f, 0.0f}}}, options);
+  const std::vector<std::optional<uint64_t>> want_epoch = {std::nullopt, 1, 2,
+                                                           std::nullopt, 3, 4};
+  double threshold = 0;
+  for (uint64_t r = 0; r < want_epoch.size(); ++r) {
+    dc.Step({{0, {{1.0f, 0.5f}}}});
+    dc.Step({{0, {{1.0f, 0.5f}}}});
+    absl::StatusOr<SyncRound> round = dc.sync->BuildRound(r);
+    ASSERT_TRUE(round.ok()) << round.status();
+    ASSERT_TRUE(dc.sync->ApplyAnswer(r, Average({*round})).ok());
+    if (r == 0) {
+      threshold = *dc.sync->g_thresh();  // set, not rescaled
+      EXPECT_DOUBLE_EQ(threshold, std::sqrt(0.625) / 1.0);
+    }
+    ASSERT_EQ(round->rescale.has_value(), want_epoch[r].has_value())
+        << "round " << r << " at step " << round->local_step;
+    EXPECT_DOUBLE_EQ(round->g_thresh, *dc.sync->g_thresh()) << r;
+    if (!want_epoch[r]) continue;
+    const ThresholdRescale& rescale = *round->rescale;
+    EXPECT_EQ(rescale.epoch, *want_epoch[r]) << r;
+    EXPECT_DOUBLE_EQ(rescale.lr_ratio, 0.5) << r;
+    EXPECT_DOUBLE_EQ(rescale.momentum_ratio, 1.0) << r;
+    EXPECT_DOUBLE_EQ(rescale.old_threshold, threshold) << r;
+    threshold *= 0.5;
+    EXPECT_DOUBLE_EQ(rescale.new_threshold, threshold) << r;
+    EXPECT_DOUBLE_EQ(round->g_thresh, threshold) << r;
+  }
+}
+
 TEST(GradientSynchronizerTest, FixedThresholdNeverChanges) {
   SynchronizerOptions options = Fp32Options(0.3);
   options.steps_per_epoch = 1;

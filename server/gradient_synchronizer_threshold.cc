@@ -50,14 +50,14 @@ void GradientSynchronizer::InitThreshold() {
   threshold_momentum_norm_ = state_->MomentumNorm();
 }
 
-void GradientSynchronizer::RescaleThreshold() {
+std::optional<ThresholdRescale> GradientSynchronizer::RescaleThreshold() {
   const uint64_t per_epoch = options_.steps_per_epoch;
   if (options_.g_thresh.has_value() || !g_thresh_.has_value() ||
       per_epoch == 0) {
-    return;
+    return std::nullopt;
   }
   const uint64_t epoch = state_->completed_steps() / per_epoch;
-  if (epoch <= threshold_epoch_) return;
+  if (epoch <= threshold_epoch_) return std::nullopt;
   // Eq. (13): G^{s+1} = delta_eta * Delta_v * G^s, with delta_eta the ratio
   // of the LR at the start of the new epoch to that of the last rescale's
   // epoch, and Delta_v the ratio of the momentum norms ||v|| now and then.
@@ -66,23 +66,28 @@ void GradientSynchronizer::RescaleThreshold() {
   // whose old value is 0 is undefined and left out.
   const double lr = state_->LearningRate(epoch * per_epoch);
   const double momentum_norm = state_->MomentumNorm();
-  double factor = 1.0;
-  if (threshold_lr_ > 0.0) factor *= lr / threshold_lr_;
+  ThresholdRescale rescale;
+  rescale.epoch = epoch;
+  if (threshold_lr_ > 0.0) rescale.lr_ratio = lr / threshold_lr_;
   if (threshold_momentum_norm_ > 0.0) {
-    factor *= momentum_norm / threshold_momentum_norm_;
+    rescale.momentum_ratio = momentum_norm / threshold_momentum_norm_;
   }
-  *g_thresh_ *= factor;
+  rescale.old_threshold = *g_thresh_;
+  *g_thresh_ *= rescale.lr_ratio * rescale.momentum_ratio;
+  rescale.new_threshold = *g_thresh_;
   threshold_epoch_ = epoch;
   threshold_lr_ = lr;
   threshold_momentum_norm_ = momentum_norm;
+  return rescale;
 }
 
-double GradientSynchronizer::RoundThreshold() {
+double GradientSynchronizer::RoundThreshold(
+    std::optional<ThresholdRescale>* rescale) {
   if (options_.mode == SyncMode::kGaia) return 0.0;
   if (!g_thresh_.has_value()) {
     InitThreshold();
   } else {
-    RescaleThreshold();
+    *rescale = RescaleThreshold();
   }
   // Until a nonzero gradient has set the dynamic threshold, every chunk
   // that moved is significant.

@@ -97,6 +97,10 @@ struct LocalPsOptions {
   uint64_t sync_every = 10;
   // --g_thresh; unset: the dynamic threshold.
   std::optional<double> g_thresh;
+  // --steps_per_epoch: local steps between rescales of the dynamic
+  // threshold. 0: the workers' join says (OptimizerConfig.steps_per_epoch,
+  // their data set over slices x batch); 0 there too: never rescaled.
+  uint64_t steps_per_epoch = 0;
   absl::Duration sync_timeout = absl::Seconds(60);
   // The barrier timeout (--barrier_timeout_s): how long a held answer
   // waits, and how long one Join call waits for the others (the core's
@@ -190,6 +194,12 @@ class LocalPs {
   uint32_t joined_workers() const;
   bool finished() const;
   uint64_t checksum() const;
+  // Every rescale of the dynamic threshold so far, in order (each is also
+  // logged, and the round's threshold goes to the metrics).
+  std::vector<ThresholdRescale> threshold_rescales() const {
+    absl::MutexLock lock(&mu_);
+    return rescales_;
+  }
   // Payload bytes of the updates sent to the GS and of its answers, so far.
   uint64_t wan_bytes_up() const {
     absl::MutexLock lock(&mu_);
@@ -302,6 +312,7 @@ class LocalPs {
   uint64_t final_round_ ABSL_GUARDED_BY(mu_) = 0;
   // Whether a hold for the GS is on (logged once when it begins and ends).
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ThresholdRescale> rescales_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_up_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_down_ ABSL_GUARDED_BY(mu_) = 0;
 };

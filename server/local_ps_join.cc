@@ -209,6 +209,7 @@ absl::Status LocalPs::CompareWithFirst(const JoinRequest& request) const {
       .Field("lr_step_every", p.lr_step_every, q.lr_step_every, kSameRun)
       .Field("lr_gamma", p.lr_gamma, q.lr_gamma, kSameRun)
       .Field("steps", p.steps, q.steps, kSameRun)
+      .Field("steps_per_epoch", p.steps_per_epoch, q.steps_per_epoch, kSameRun)
       .Texts(request.param_spec_hash == spec_hash_, "param spec hash",
              FormatChecksum(request.param_spec_hash),
              FormatChecksum(spec_hash_), kSameRun)
@@ -252,6 +253,10 @@ absl::Status LocalPs::StartState(const JoinRequest& request) {
       options_.mode == RunMode::kGaia ? SyncMode::kGaia : SyncMode::kTernary;
   sync_options.sync_every = options_.sync_every;
   sync_options.g_thresh = options_.g_thresh;
+  // The flag wins; else the workers' data set and batch.
+  sync_options.steps_per_epoch = options_.steps_per_epoch > 0
+                                     ? options_.steps_per_epoch
+                                     : config_.optimizer.steps_per_epoch;
   sync_options.seed = config_.seed;
   sync_options.sync_timeout = options_.sync_timeout;
   sync_options.clock = options_.clock;
@@ -260,6 +265,19 @@ absl::Status LocalPs::StartState(const JoinRequest& request) {
   if (!sync.ok()) return sync.status();
   state_ = *std::move(state);
   sync_ = *std::move(sync);
+  if (options_.mode == RunMode::kWeightGrad && !options_.g_thresh) {
+    if (sync_options.steps_per_epoch > 0) {
+      logger_->info(
+          "dynamic g_thresh: rescaled every {} local steps (one epoch, {})",
+          sync_options.steps_per_epoch,
+          options_.steps_per_epoch > 0 ? "--steps_per_epoch"
+                                       : "from the workers' data and batch");
+    } else {
+      logger_->warn(
+          "dynamic g_thresh: never rescaled (the workers' join does not say "
+          "how many steps an epoch has, and --steps_per_epoch is 0)");
+    }
+  }
   logger_->info(
       "model of {} parameters in {} chunks, from worker 0; weights in {}, "
       "lr {} momentum {} weight decay {} schedule {}, {} steps, checksum {}",

@@ -48,6 +48,14 @@ absl::Status LocalPs::OnStepCompleted() {
     return absl::InternalError(
         absl::StrCat("building a round: ", round.status().message()));
   }
+  if (const std::optional<ThresholdRescale>& r = round->rescale; r) {
+    logger_->info(
+        "epoch {} begins by step {}: g_thresh {:.4g} -> {:.4g} (lr ratio "
+        "{:.4g}, momentum norm ratio {:.4g})",
+        r->epoch, round->local_step, r->old_threshold, r->new_threshold,
+        r->lr_ratio, r->momentum_ratio);
+    rescales_.push_back(*r);
+  }
   if (options_.metrics != nullptr) options_.metrics->RoundBuilt(*round);
   to_send_.push_back(*std::move(round));
   return absl::OkStatus();

@@ -62,6 +62,8 @@ struct OptimizerConfig {
   uint64_t lr_step_every = 0;
   double lr_gamma = 0;
   uint64_t steps = 0;
+  // Local steps per epoch (0: not known); proto/tern/v1/parameter_server.proto.
+  uint64_t steps_per_epoch = 0;
 };
 
 // What every worker and shard must agree on before step 0.

@@ -157,6 +157,9 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "be sent, in [0, 1] (net displacement over path length); 0: the "
        "paper's dynamic threshold")
       ->check(CLI::Range(0.0, 1.0));
+  Flag(app, "steps_per_epoch", &o->steps_per_epoch,
+       "weightgrad: local steps between rescales of the dynamic threshold "
+       "(Appendix A.2); 0: from the workers' data set, batch and slices");
   Flag(app, "weight_codec", &o->weight_codec,
        "weightgrad/gaia: how the LPS sends its weights to the workers: "
        "ternary (2 bits per weight), int8 or fp32; empty: ternary for "

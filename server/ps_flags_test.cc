@@ -39,7 +39,7 @@ TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
        {"listen", "port_file", "shard_index", "num_shards", "num_workers",
         "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level",
         "mode", "global", "datacenter", "num_datacenters", "sync_every",
-        "sync_timeout_s", "g_thresh", "weight_codec"}) {
+        "sync_timeout_s", "g_thresh", "steps_per_epoch", "weight_codec"}) {
     const std::string flag = std::string("--") + name;
     EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
     std::string env = std::string("TERN_") + name;
@@ -54,11 +54,12 @@ TEST(PsFlagsTest, WeightGradFlagsParseAndAreChecked) {
   parsed.Parse(
       "--mode=weightgrad --global=gs:50061 --datacenter=1 "
       "--num_datacenters=2 --sync_every=5 --g_thresh=0.3 --weight_codec=int8 "
-      "--insecure");
+      "--steps_per_epoch=117 --insecure");
   EXPECT_EQ(parsed.options.mode, RunMode::kWeightGrad);
   EXPECT_EQ(parsed.options.global, "gs:50061");
   EXPECT_EQ(parsed.options.datacenter, 1u);
   EXPECT_EQ(parsed.options.sync_every, 5u);
+  EXPECT_EQ(parsed.options.steps_per_epoch, 117u);
   EXPECT_EQ(parsed.options.weight_codec, WeightCodec::kInt8);
   EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
 

@@ -87,6 +87,7 @@ LocalPsOptions MakeLocalPsOptions(const PsOptions& options) {
       absl::StrCat("the global server at ", options.global);
   lps_options.sync_every = options.sync_every;
   if (options.g_thresh > 0) lps_options.g_thresh = options.g_thresh;
+  lps_options.steps_per_epoch = options.steps_per_epoch;
   lps_options.sync_timeout = absl::Seconds(options.sync_timeout_s);
   lps_options.hold_limit = absl::Seconds(options.barrier_timeout_s);
   lps_options.join_timeout = absl::Seconds(options.join_timeout_s);

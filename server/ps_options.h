@@ -82,6 +82,9 @@ struct PsOptions {
   // The significance threshold, on the (0, 1] scale of WEIGHTGRAD.md;
   // 0: the dynamic threshold of the paper's Appendix A.2.
   double g_thresh = 0;
+  // Local steps per epoch for the dynamic threshold's rescales; 0: what
+  // the workers' join says.
+  uint64_t steps_per_epoch = 0;
   // How the LPS sends weights to its workers (--weight_codec: ternary,
   // int8, fp32, or empty for the mode's default).
   WeightCodec weight_codec = WeightCodec::kModeDefault;

@@ -70,6 +70,7 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   config.optimizer.lr_step_every = optimizer.lr_step_every();
   config.optimizer.lr_gamma = optimizer.lr_gamma();
   config.optimizer.steps = optimizer.steps();
+  config.optimizer.steps_per_epoch = optimizer.steps_per_epoch();
   return config;
 }
 
@@ -95,6 +96,7 @@ void ConfigToWire(const RunConfig& config, tern::v1::RunConfig* out) {
   optimizer->set_lr_step_every(config.optimizer.lr_step_every);
   optimizer->set_lr_gamma(config.optimizer.lr_gamma);
   optimizer->set_steps(config.optimizer.steps);
+  optimizer->set_steps_per_epoch(config.optimizer.steps_per_epoch);
 }
 
 // A push without its chunks.

@@ -95,9 +95,13 @@ void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + kRpcDeadline));
 }
 
-// A gaia run (fp32 gradients and weights, momentum 0: W -= lr * g).
+// A gaia run (fp32 gradients and weights, momentum 0: W -= lr * g), or a
+// weightgrad one whose chunks all travel in fp32 (--fp32_tensors), so the
+// pushes are the same and the LPS's significance filter and its threshold
+// are in play.
 tern::v1::JoinRequest Join(uint32_t worker, uint32_t num_workers,
-                           uint64_t steps) {
+                           uint64_t steps,
+                           tern::v1::Mode mode = tern::v1::MODE_GAIA) {
   tern::v1::JoinRequest request;
   request.set_worker_id(worker);
   tern::v1::RunConfig* config = request.mutable_config();
@@ -108,7 +112,15 @@ tern::v1::JoinRequest Join(uint32_t worker, uint32_t num_workers,
   config->set_codec(tern::v1::CODEC_FP32);
   config->set_push_layout(tern::v1::LAYOUT_RAW);
   config->set_pull_layout(tern::v1::LAYOUT_RAW);
-  config->set_mode(tern::v1::MODE_GAIA);
+  config->set_mode(mode);
+  if (mode == tern::v1::MODE_WEIGHTGRAD) {
+    config->set_codec(tern::v1::CODEC_TERNGRAD);
+    config->set_push_layout(tern::v1::LAYOUT_TERNARY_2BIT);
+    config->set_pull_layout(tern::v1::LAYOUT_SUM_BITS);
+    for (uint32_t k = 0; k < kTensorElements.size(); ++k) {
+      config->add_fp32_chunk_keys(k);
+    }
+  }
   config->mutable_optimizer()->set_lr(kLr);
   config->mutable_optimizer()->set_lr_schedule("constant");
   config->mutable_optimizer()->set_lr_step_every(1);
@@ -204,6 +216,11 @@ struct LpsConfig {
   absl::Duration sync_timeout = absl::Seconds(20);
   absl::Duration hold_limit = absl::Seconds(20);
   absl::Duration give_up = absl::Seconds(20);
+  server::RunMode mode = server::RunMode::kGaia;
+  // --steps_per_epoch of the LPS (0: the join's).
+  uint64_t steps_per_epoch = 0;
+  // What the workers' join says (OptimizerConfig.steps_per_epoch).
+  uint64_t join_steps_per_epoch = 0;
 };
 
 // One local parameter server as `tern ps --mode=gaia [--global]` runs it:
@@ -212,7 +229,8 @@ class InProcessLps {
  public:
   explicit InProcessLps(const LpsConfig& config) {
     server::LocalPsOptions options;
-    options.mode = server::RunMode::kGaia;
+    options.mode = config.mode;
+    options.steps_per_epoch = config.steps_per_epoch;
     options.num_workers = config.num_workers;
     options.weight_codec = kernels::CodecId::kFp32;
     options.global = !config.global.empty();
@@ -310,8 +328,13 @@ WorkerResult RunWorker(const InProcessLps& lps, const LpsConfig& config,
                        bool retry = true) {
   WorkerResult result;
   std::unique_ptr<tern::v1::ParameterServer::Stub> lps_client = lps.NewStub(retry);
-  result.status =
-      CallJoin(lps_client.get(), Join(w, config.num_workers, config.steps));
+  tern::v1::JoinRequest join = Join(w, config.num_workers, config.steps,
+                                    config.mode == server::RunMode::kWeightGrad
+                                        ? tern::v1::MODE_WEIGHTGRAD
+                                        : tern::v1::MODE_GAIA);
+  join.mutable_config()->mutable_optimizer()->set_steps_per_epoch(
+      config.join_steps_per_epoch);
+  result.status = CallJoin(lps_client.get(), join);
   const absl::Time start = absl::Now();
   for (uint64_t t = 0; result.status.ok() && t < config.steps; ++t) {
     const float g = 0.01f * static_cast<float>((d + 1) * (w + 2) + t);
@@ -401,6 +424,86 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Registration keeps failing past give_up: the link reports it, naming
 // the GS's address, and the LPS fails every call with it.
+// WeightGrad's dynamic threshold is rescaled at every epoch boundary a
+// round crosses (Appendix A.2), with the epoch the workers' join gives
+// (their data set over slices x batch) unless --steps_per_epoch sets one.
+struct EpochCase {
+  std::string name;
+  uint64_t join_steps_per_epoch;
+  uint64_t flag_steps_per_epoch;
+  // The epochs of the rescales, in order, in every data center.
+  std::vector<uint64_t> want_epochs;
+};
+
+class GeoThresholdTest : public ::testing::TestWithParam<EpochCase> {};
+
+TEST_P(GeoThresholdTest, WeightGradRescalesTheThresholdAtEpochBoundaries) {
+  const EpochCase& c = GetParam();
+  constexpr uint32_t kDataCenters = 2;
+  InProcessGs gs(kDataCenters);
+  std::vector<LpsConfig> configs(kDataCenters);
+  std::vector<std::unique_ptr<InProcessLps>> lpss;
+  for (uint32_t d = 0; d < kDataCenters; ++d) {
+    configs[d].mode = server::RunMode::kWeightGrad;
+    // Rounds at local steps 2, 4, 6, 8 and 10; step 12 ends the run.
+    configs[d].steps = 12;
+    configs[d].sync_every = 2;
+    configs[d].join_steps_per_epoch = c.join_steps_per_epoch;
+    configs[d].steps_per_epoch = c.flag_steps_per_epoch;
+    configs[d].global = gs.address();
+    configs[d].datacenter = d;
+    configs[d].num_datacenters = kDataCenters;
+    lpss.push_back(std::make_unique<InProcessLps>(configs[d]));
+  }
+  std::vector<WorkerResult> results(kDataCenters);
+  std::vector<std::thread> workers;
+  for (uint32_t d = 0; d < kDataCenters; ++d) {
+    workers.emplace_back([&, d] {
+      results[d] = RunWorker(*lpss[d], configs[d], d, 0, absl::ZeroDuration());
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+
+  for (uint32_t d = 0; d < kDataCenters; ++d) {
+    ASSERT_TRUE(results[d].status.ok())
+        << "data center " << d << " step " << results[d].failed_step << ": "
+        << results[d].status.error_message();
+    server::LocalPs& lps = lpss[d]->lps();
+    EXPECT_TRUE(lps.finished()) << d;
+    const std::vector<server::ThresholdRescale> rescales =
+        lps.threshold_rescales();
+    std::vector<uint64_t> epochs;
+    for (const server::ThresholdRescale& r : rescales) {
+      epochs.push_back(r.epoch);
+      // The gradients grow step by step (momentum 0: ||v|| = ||g||), so
+      // every rescale changes the threshold, by the ratios it records.
+      EXPECT_GT(r.momentum_ratio, 1.0) << d << " epoch " << r.epoch;
+      EXPECT_DOUBLE_EQ(r.lr_ratio, 1.0) << d;  // constant LR
+      EXPECT_DOUBLE_EQ(r.new_threshold,
+                       r.old_threshold * r.lr_ratio * r.momentum_ratio)
+          << d << " epoch " << r.epoch;
+    }
+    for (size_t i = 1; i < rescales.size(); ++i) {
+      EXPECT_EQ(rescales[i].old_threshold, rescales[i - 1].new_threshold);
+    }
+    EXPECT_EQ(epochs, c.want_epochs) << "data center " << d;
+  }
+  EXPECT_EQ(lpss[0]->lps().checksum(), lpss[1]->lps().checksum());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StepsPerEpoch, GeoThresholdTest,
+    ::testing::Values(
+        // Rounds at steps 4 and 8 open epochs 1 and 2.
+        EpochCase{"FromTheJoin", 4, 0, {1, 2}},
+        // The flag wins: steps 4, 6 and 10 open epochs 1, 2 and 3.
+        EpochCase{"FromTheFlag", 4, 3, {1, 2, 3}},
+        // A worker from before the field, no flag: never rescaled.
+        EpochCase{"Unknown", 0, 0, {}}),
+    [](const ::testing::TestParamInfo<EpochCase>& info) {
+      return info.param.name;
+    });
+
 TEST(GeoUnreachableTest, LinkThatCannotRegisterFailsTheLpsNamingTheGs) {
   LpsConfig config;
   config.global = absl::StrCat("127.0.0.1:", ClosedPort());

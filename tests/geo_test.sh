@@ -13,7 +13,11 @@
 #     that checksum (its final weights are the LPS's, in fp32);
 #   - pushes are the size of the mode's encoding (2-bit codes + a scaler a
 #     chunk, or fp32), and the pulls of ternary weights are too (fp32 on
-#     the last step and on the steps a worker evaluates after).
+#     the last step and on the steps a worker evaluates after);
+#   - weightgrad: LPS 0 takes its epoch from the workers' join (6000
+#     synthetic examples / (2 slices x 32) = 93 local steps: no rescale in
+#     40 steps); LPS 1 runs with --steps_per_epoch 10 and rescales its
+#     threshold at the rounds of steps 10, 20 and 30, logging each.
 #
 # Usage: geo_test.sh <path of the tern binary>
 set -euo pipefail
@@ -90,10 +94,12 @@ run() {
 
   local lps=() workers=() d w
   for d in 0 1; do
+    local epoch=0
+    [[ "$mode" != weightgrad || "$d" != 1 ]] || epoch=10
     "$TERN" ps --mode "$mode" --global "127.0.0.1:$gs_port" \
       --datacenter "$d" --num_datacenters 2 --sync_every "$SYNC_EVERY" \
       --num_workers 2 --listen 127.0.0.1:0 --port_file "$out/lps-$d.port" \
-      2>"$out/lps-$d.log" &
+      --steps_per_epoch "$epoch" 2>"$out/lps-$d.log" &
     lps+=($!)
     PIDS+=($!)
   done
@@ -135,6 +141,23 @@ run() {
     grep -q "(final, fp32)" "$out/lps-$d.log" ||
       { show "$out/lps-$d.log"; fail "$mode: no final round in LPS $d"; }
   done
+  if [[ "$mode" == weightgrad ]]; then
+    grep -q "rescaled every 93 local steps (one epoch, from the workers' data" \
+      "$out/lps-0.log" ||
+      { show "$out/lps-0.log"; fail "LPS 0 did not take its epoch from the join"; }
+    grep -q "rescaled every 10 local steps (one epoch, --steps_per_epoch)" \
+      "$out/lps-1.log" ||
+      { show "$out/lps-1.log"; fail "LPS 1 did not take --steps_per_epoch"; }
+    ! grep -q "^.*epoch [0-9]* begins by step" "$out/lps-0.log" ||
+      { show "$out/lps-0.log"; fail "LPS 0 rescaled within its first epoch"; }
+    local e
+    for e in 1 2 3; do
+      grep -q "epoch $e begins by step ${e}0: g_thresh" "$out/lps-1.log" ||
+        { show "$out/lps-1.log"; fail "LPS 1: no rescale for epoch $e"; }
+    done
+    [[ $(grep -c "epoch [0-9]* begins by step" "$out/lps-1.log") == 3 ]] ||
+      { show "$out/lps-1.log"; fail "LPS 1: not exactly 3 rescales"; }
+  fi
   local c0 c1
   c0=$(grep -o 'final synchronization done.*final checksum 0x[0-9a-f]*' \
     "$out/lps-0.log" | grep -o '0x[0-9a-f]*$' || true)

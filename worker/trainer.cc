@@ -230,6 +230,12 @@ tern::v1::JoinRequest Trainer::MakeJoinRequest() const {
       BaseJoinRequest(options_, plan_, codecs_.options(), params_.spec(),
                       params_.spec_hash(), params_.Checksum());
   protocol_->AddToJoin(&request);
+  if (request.config().has_optimizer()) {
+    // The LPS rescales WeightGrad's threshold every epoch of local steps
+    // (server/WEIGHTGRAD.md); one local step takes a batch of every slice.
+    request.mutable_config()->mutable_optimizer()->set_steps_per_epoch(
+        batches_.batches_per_epoch());
+  }
   return request;
 }
 
