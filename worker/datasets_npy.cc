@@ -219,6 +219,9 @@ absl::StatusOr<TrainTest> LoadNpySet(const std::string& dir) {
   sets.train = Dataset{
       images, train.second,
       InputShape{images.size(1), images.size(2), images.size(3), outputs}};
+  // A TorchScript model sees the files' own example shape.
+  const auto example = train.first.sizes().slice(1);
+  sets.train.shape.example_shape.assign(example.begin(), example.end());
   sets.test = Dataset{AsImages(test.first), test.second, sets.train.shape};
   if (images.scalar_type() == torch::kUInt8) {
     for (Dataset* d : {&sets.train, &sets.test}) {

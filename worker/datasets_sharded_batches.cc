@@ -24,10 +24,12 @@ absl::Status ShardedBatches::Validate(const Dataset& data, uint32_t worker,
     return absl::InvalidArgumentError("batch size must be positive");
   }
   if (!data.images.defined() || !data.labels.defined() ||
-      data.images.dim() != 4 || data.labels.dim() != 1 ||
+      data.images.dim() != 4 || data.labels.dim() < 1 ||
+      (data.labels.dim() != 1 && data.labels.scalar_type() == torch::kInt64) ||
       data.images.size(0) != data.labels.size(0)) {
     return absl::InvalidArgumentError(
-        "data set needs images [N,C,H,W] and labels [N] of the same N");
+        "data set needs images [N,C,H,W] and labels [N] (or float targets "
+        "[N, ...]) of the same N");
   }
   const uint64_t n = static_cast<uint64_t>(data.images.size(0));
   const uint64_t per_step = uint64_t{num_workers} * batch_size;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -40,6 +41,8 @@ class LeNet : public Model {
         register_module("logits", torch::nn::Linear(1024, in.num_classes));
   }
 
+  std::string description() const override { return "model lenet"; }
+
   torch::Tensor forward(torch::Tensor x) override {
     x = F::max_pool2d(torch::relu(conv1_(x)), F::MaxPool2dFuncOptions(2));
     x = F::max_pool2d(torch::relu(conv2_(x)), F::MaxPool2dFuncOptions(2));
@@ -65,6 +68,8 @@ class Mlp : public Model {
     logits_ =
         register_module("logits", torch::nn::Linear(kHidden, in.num_classes));
   }
+
+  std::string description() const override { return "model mlp"; }
 
   torch::Tensor forward(torch::Tensor x) override {
     x = torch::relu(fc1_(x.flatten(1)));
@@ -118,6 +123,8 @@ class CifarNet : public Model {
     logits_ = register_module("logits", torch::nn::Linear(192, in.num_classes));
   }
 
+  std::string description() const override { return "model cifarnet"; }
+
   torch::Tensor forward(torch::Tensor x) override {
     x = Lrn(SameMaxPool3x2(torch::relu(conv1_(x))));
     x = SameMaxPool3x2(Lrn(torch::relu(conv2_(x))));
@@ -161,8 +168,20 @@ absl::Status CheckShape(absl::string_view name, const InputShape& in,
 
 std::vector<std::string> ModelNames() { return {"lenet", "mlp", "cifarnet"}; }
 
+torch::Tensor Model::ForwardLoss(torch::Tensor x, torch::Tensor targets) {
+  // Our invariant: callers ask returns_loss() first.
+  TORCH_CHECK(false, description(), " does not compute its own loss");
+}
+
+bool IsTorchScriptPath(absl::string_view name) {
+  return absl::EndsWith(name, ".pt");
+}
+
 absl::StatusOr<std::shared_ptr<Model>> MakeModel(absl::string_view name,
                                                  const InputShape& input) {
+  if (IsTorchScriptPath(name)) {
+    return LoadTorchScriptModel(std::string(name), input);
+  }
   if (name == "lenet") {
     TERN_RETURN_IF_ERROR(CheckShape(name, input, 4));
     return std::shared_ptr<Model>(std::make_shared<LeNet>(input));
@@ -175,9 +194,9 @@ absl::StatusOr<std::shared_ptr<Model>> MakeModel(absl::string_view name,
     TERN_RETURN_IF_ERROR(CheckShape(name, input, 1));
     return std::shared_ptr<Model>(std::make_shared<CifarNet>(input));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown model \"", name,
-                   "\"; valid models: ", absl::StrJoin(ModelNames(), ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model \"", name, "\"; valid models: ",
+      absl::StrJoin(ModelNames(), ", "), ", or a TorchScript file PATH.pt"));
 }
 
 }  // namespace tern::worker

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,20 +46,62 @@ namespace tern::worker {
 // The shape of one example and the number of classes.
 struct InputShape {
   int64_t channels = 1, height = 28, width = 28, num_classes = 10;
+  // The shape of one example as the data set's files hold it (npy: the
+  // file's shape past N) when it is not [channels, height, width]; empty
+  // otherwise. A TorchScript model sees its inputs in this shape.
+  std::vector<int64_t> example_shape;
 };
 
-// A classifier: forward(x [B,C,H,W] float32) -> logits [B, num_classes].
+// A model: forward(x [B,C,H,W] float32) -> logits [B, num_classes] (or,
+// with --loss=mse, predictions shaped like the targets).
 class Model : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+
+  // True for a model that computes its own loss: ForwardLoss, not forward,
+  // is what the worker calls, and forward is never called.
+  virtual bool returns_loss() const { return false; }
+  // The model's own loss on inputs `x` and their targets, a scalar; only
+  // called when returns_loss().
+  virtual torch::Tensor ForwardLoss(torch::Tensor x, torch::Tensor targets);
+
+  // A loaded model's file hash (common/checksum.h of the file's bytes),
+  // which the worker sends the shards as its ParamSpec hash; nullopt for the
+  // built-in models.
+  virtual std::optional<uint64_t> file_hash() const { return std::nullopt; }
+  // How errors name the model: "model lenet", "model /path/m.pt".
+  virtual std::string description() const { return "the model"; }
 };
 
-// "lenet" | "mlp" | "cifarnet" for inputs of shape `input`.
+// "lenet" | "mlp" | "cifarnet" for inputs of shape `input`, or a
+// TorchScript module's file, any name ending in ".pt" (LoadTorchScriptModel).
 // INVALID_ARGUMENT naming the valid names for any other name, and for a
 // shape with a non-positive field or too small for the model (LeNet needs
 // height and width of at least 4: two 2x2 poolings).
 absl::StatusOr<std::shared_ptr<Model>> MakeModel(absl::string_view name,
                                                  const InputShape& input);
+
+// True for a --model that names a TorchScript file (it ends in ".pt").
+bool IsTorchScriptPath(absl::string_view name);
+
+// A TorchScript module saved by torch.jit.script(m).save(path) (or
+// torch.jit.trace), loaded on the CPU (worker/models_torchscript.cc):
+//   - Its named_parameters(), in their order, are the model's parameters
+//     (and so the ParamSpec); they are the module's own tensors, as saved,
+//     so every worker that loads the same file starts from the same values.
+//   - Its buffers (batch-norm running statistics) move with the model but
+//     are not parameters: each worker keeps its own (worker/README.md).
+//   - forward(x) takes a batch shaped [B] + input.example_shape (or
+//     [B, C, H, W] when that is empty).
+//   - A module with a true `returns_loss` attribute or constant (`bool`)
+//     computes its own loss: forward(x, y) returns a scalar.
+//   - file_hash() is the checksum of the file's bytes.
+// NOT_FOUND when `path` does not exist; INVALID_ARGUMENT naming `path` when
+// it is not a TorchScript archive, has no forward method, no parameters, a
+// parameter that is not float32, or a returns_loss forward that does not
+// take two inputs.
+absl::StatusOr<std::shared_ptr<Model>> LoadTorchScriptModel(
+    const std::string& path, const InputShape& input);
 
 // The names MakeModel accepts, in the order the help text lists them.
 std::vector<std::string> ModelNames();

@@ -1,6 +1,8 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "common/status_macros.h"
 #include "kernels/payload.h"
 #include "worker/join.h"
+#include "worker/loss.h"
 #include "worker/lps_protocol.h"
 #include "worker/optimizer_factory.h"
 #include "worker/terngrad_protocol.h"
@@ -88,7 +91,11 @@ class ProgressLog {
     const double rate = steps_since_log_ /
                         std::max(1e-9, absl::ToDoubleSeconds(now - last_log_));
     const double loss = loss_since_log_ / steps_since_log_;
-    if (evaluation.has_value()) {
+    if (evaluation.has_value() && std::isnan(evaluation->accuracy)) {
+      logger_->info(
+          "step {}/{} loss {:.4f} lr {:.4g} {:.2f} steps/s test loss {:.4f}",
+          step + 1, steps_, loss, rec.lr, rate, evaluation->loss);
+    } else if (evaluation.has_value()) {
       logger_->info(
           "step {}/{} loss {:.4f} lr {:.4g} {:.2f} steps/s test accuracy "
           "{:.4f} test loss {:.4f}",
@@ -113,7 +120,17 @@ class ProgressLog {
 
 }  // namespace
 
-Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+// What holds the training targets, for errors: "DIR/train_y.npy", or the
+// data set's name.
+std::string TargetsName(const WorkerOptions& options) {
+  if (options.dataset == "npy") {
+    return absl::StrCat(options.data_dir, "/train_y.npy");
+  }
+  return absl::StrCat("--dataset=", options.dataset);
+}
+
+Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size,
+                    LossKind loss) {
   torch::NoGradGuard no_grad;
   model.eval();
   const torch::Device device = model.parameters().front().device();
@@ -124,17 +141,15 @@ Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
     const int64_t end = std::min(n, begin + batch_size);
     const torch::Tensor images = data.images.slice(0, begin, end).to(device);
     const torch::Tensor labels = data.labels.slice(0, begin, end).to(device);
-    const torch::Tensor logits = model.forward(images);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, labels,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(
-                        torch::kSum))
-                    .item<double>();
-    correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
+    const BatchEvaluation batch = EvaluateBatch(model, loss, images, labels);
+    loss_sum += batch.loss_sum;
+    correct = batch.correct < 0 ? -1 : correct + batch.correct;
   }
   model.train();
   if (n == 0) return Evaluation{};
-  return Evaluation{static_cast<double>(correct) / n, loss_sum / n};
+  return Evaluation{correct < 0 ? std::numeric_limits<double>::quiet_NaN()
+                                : static_cast<double>(correct) / n,
+                    loss_sum / n};
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
@@ -149,6 +164,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                                                 options.batch_size));
   TERN_ASSIGN_OR_RETURN(const torch::Device device,
                         PlaceModel(options, *model));
+  TERN_ASSIGN_OR_RETURN(const LossKind loss, ParseLoss(options.loss));
+  TERN_RETURN_IF_ERROR(
+      CheckModelFitsData(*model, loss, data.train, TargetsName(options)));
   TERN_ASSIGN_OR_RETURN(ParamBuffer params, ParamBuffer::Create(*model));
   // The run's codec (DESIGN sections 5 and 6), as the shards build it from
   // the join.
@@ -176,7 +194,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   std::unique_ptr<Trainer> trainer(new Trainer(
       options, std::move(model), std::move(data), std::move(logger),
       std::move(params), std::move(plan), schedule, std::move(codecs),
-      std::move(optimizer), device, max_message_bytes));
+      std::move(optimizer), device, loss, max_message_bytes));
   TERN_RETURN_IF_ERROR(trainer->MakeProtocol(std::move(device_encoder)));
   TERN_ASSIGN_OR_RETURN(trainer->start_step_,
                         trainer->checkpointer_.Restore(trainer->Replica()));
@@ -187,7 +205,7 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
                  TrainTest data, Logger logger, ParamBuffer params,
                  ChunkPlan plan, LrSchedule schedule, CodecSet codecs,
                  std::unique_ptr<torch::optim::Optimizer> optimizer,
-                 torch::Device device, int max_message_bytes)
+                 torch::Device device, LossKind loss, int max_message_bytes)
     : options_(options),
       model_(std::move(model)),
       data_(std::move(data)),
@@ -198,6 +216,7 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
       codecs_(std::move(codecs)),
       optimizer_(std::move(optimizer)),
       device_(device),
+      loss_(loss),
       batches_(data_.train, options.DataSlice(), options.NumDataSlices(),
                options.batch_size, options.seed),
       max_message_bytes_(max_message_bytes),
@@ -225,10 +244,16 @@ ReplicaState Trainer::Replica() {
   return ReplicaState{params_, *optimizer_, codecs_.feedback(), batches_};
 }
 
+uint64_t Trainer::SpecHash() const {
+  // A loaded model is its file: two workers with different files (other
+  // code, other weights) are refused at join, naming both files' hashes.
+  return model_->file_hash().value_or(params_.spec_hash());
+}
+
 tern::v1::JoinRequest Trainer::MakeJoinRequest() const {
   tern::v1::JoinRequest request =
       BaseJoinRequest(options_, plan_, codecs_.options(), params_.spec(),
-                      params_.spec_hash(), params_.Checksum());
+                      SpecHash(), params_.Checksum());
   protocol_->AddToJoin(&request);
   if (request.config().has_optimizer()) {
     // The LPS rescales WeightGrad's threshold every epoch of local steps
@@ -246,6 +271,11 @@ absl::Status Trainer::Join(PsClient& client) {
                      " shards but the plan ", plan_.partition.num_shards()));
   }
   const tern::v1::JoinRequest request = MakeJoinRequest();
+  if (model_->file_hash().has_value()) {
+    logger_->info("{}: file hash {}{}", model_->description(),
+                  FormatChecksum(*model_->file_hash()),
+                  model_->returns_loss() ? ", computes its own loss" : "");
+  }
   TERN_ASSIGN_OR_RETURN(const std::vector<tern::v1::JoinResponse> responses,
                         client.Join(request));
   TERN_RETURN_IF_ERROR(
@@ -275,8 +305,8 @@ void Trainer::ComputeGradients(StepRecord* rec) {
   const absl::Time start = absl::Now();
   auto [images, labels] = batches_.Next();
   model_->zero_grad();
-  const torch::Tensor loss = torch::nn::functional::cross_entropy(
-      model_->forward(images.to(device_)), labels.to(device_));
+  const torch::Tensor loss =
+      BatchLoss(*model_, loss_, images.to(device_), labels.to(device_));
   loss.backward();
   rec->loss = loss.item<double>();
   rec->compute_s = SecondsSince(start);
@@ -322,9 +352,11 @@ absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,
   const bool final = step + 1 == options_.steps;
   if (final || Every(options_.eval_every, step)) {
     const absl::Time eval_start = absl::Now();
-    *evaluation = Evaluate(*model_, data_.test, kEvalBatch);
+    *evaluation = Evaluate(*model_, data_.test, kEvalBatch, loss_);
     rec->eval_s = SecondsSince(eval_start);
-    rec->test_accuracy = (*evaluation)->accuracy;
+    if (!std::isnan((*evaluation)->accuracy)) {
+      rec->test_accuracy = (*evaluation)->accuracy;
+    }
     rec->test_loss = (*evaluation)->loss;
   }
   const bool identical = protocol_->ReplicasIdentical();

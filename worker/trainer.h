@@ -1,7 +1,7 @@
 // The training loop of `tern worker`: per step, forward and backward on
-// this worker's batch (cross-entropy), then the mode's exchange with the
-// servers (worker/step_protocol.h: TernGradProtocol for --mode=terngrad and
-// every gradient codec, LpsProtocol for --mode=weightgrad|gaia), then what
+// this worker's batch (--loss, worker/loss.h), then the mode's exchange with
+// the servers (worker/step_protocol.h: TernGradProtocol for --mode=terngrad
+// and every gradient codec, LpsProtocol for --mode=weightgrad|gaia), then what
 // every mode shares: evaluation every --eval_every steps, the parameter
 // check, checkpoints and progress lines.
 //
@@ -39,6 +39,7 @@
 #include "worker/codec_set.h"
 #include "worker/datasets.h"
 #include "worker/device_encoder.h"
+#include "worker/loss.h"
 #include "worker/models.h"
 #include "worker/param_buffer.h"
 #include "worker/ps_client.h"
@@ -50,7 +51,8 @@
 
 namespace tern::worker {
 
-// Test-set accuracy (0..1) and mean cross-entropy.
+// Test-set accuracy (0..1; NaN where it means nothing: --loss=mse, a
+// model's own loss) and mean loss.
 struct Evaluation {
   double accuracy = 0;
   double loss = 0;
@@ -59,12 +61,15 @@ struct Evaluation {
 // Evaluates `model` on `data` in batches of `batch_size`, without gradients,
 // on the device of the model's parameters. Leaves the model in training
 // mode.
-Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size);
+Evaluation Evaluate(Model& model, const Dataset& data, int64_t batch_size,
+                    LossKind loss = LossKind::kCrossEntropy);
 
 class Trainer {
  public:
-  // `model` must have been built right after torch::manual_seed(seed) so
-  // that every worker starts from the same parameters. INVALID_ARGUMENT for
+  // `model` must have been built right after torch::manual_seed(seed) (or
+  // loaded from the same file) so that every worker starts from the same
+  // parameters. INVALID_ARGUMENT too for a model whose output does not fit
+  // the training targets and --loss (CheckModelFitsData). INVALID_ARGUMENT for
   // options that do not fit the model (unknown --fp32_tensors, an unknown
   // codec or schedule, a model too large for the shards' messages).
   //
@@ -105,8 +110,11 @@ class Trainer {
           TrainTest data, Logger logger, ParamBuffer params, ChunkPlan plan,
           LrSchedule schedule, CodecSet codecs,
           std::unique_ptr<torch::optim::Optimizer> optimizer,
-          torch::Device device, int max_message_bytes);
+          torch::Device device, LossKind loss, int max_message_bytes);
 
+  // The ParamSpec hash the shards compare: a loaded model's file hash,
+  // else the ParamSpec's.
+  uint64_t SpecHash() const;
   // Builds protocol_ for options_.mode; `encoder` is TernGrad's on the GPU
   // (null: encode on the host).
   absl::Status MakeProtocol(std::unique_ptr<DeviceEncoder> encoder);
@@ -135,6 +143,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // Where the model trains (--device).
   const torch::Device device_;
+  const LossKind loss_;
   ShardedBatches batches_;
   const int max_message_bytes_;
   const ReplicaCheckpointer checkpointer_;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
@@ -109,8 +110,23 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
 // What this worker trains, on which data and where.
 void AddModelAndDataFlags(CLI::App* app, WorkerOptions* o) {
   constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
-  Flag(app, "model", &o->model, "model to train")
-      ->check(CLI::IsMember({"lenet", "mlp", "cifarnet"}))
+  Flag(app, "model", &o->model,
+       "model to train: lenet, mlp, cifarnet, or PATH.pt, a TorchScript "
+       "module (worker/README.md)")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            // IsTorchScriptPath (worker/models.h), without libtorch here.
+            return name == "lenet" || name == "mlp" || name == "cifarnet" ||
+                           absl::EndsWith(name, ".pt")
+                       ? ""
+                       : "not lenet, mlp, cifarnet or a PATH.pt";
+          },
+          "MODEL"))
+      ->group("Model and data");
+  Flag(app, "loss", &o->loss,
+       "cross_entropy (classes) or mse (float32 targets); a TorchScript "
+       "module with returns_loss = True computes its own")
+      ->check(CLI::IsMember({"cross_entropy", "mse"}))
       ->group("Model and data");
   Flag(app, "dataset", &o->dataset,
        "data set to train on (npy: DIR/{train,test}_{x,y}.npy, see "

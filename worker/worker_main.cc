@@ -31,12 +31,6 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   TERN_ASSIGN_OR_RETURN(
       TrainTest data,
       LoadDataset(options.dataset, options.data_dir, options.seed));
-  if (data.train.labels.scalar_type() != torch::kInt64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(options.data_dir,
-                     "/train_y.npy holds float32 targets; tern worker "
-                     "trains classifiers (cross-entropy on int64 labels)"));
-  }
   // Parameter localization (DESIGN section 3): every worker draws the same
   // initial parameters from the same seed; the join checksum proves it.
   torch::manual_seed(options.seed);

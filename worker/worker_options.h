@@ -58,7 +58,10 @@ struct WorkerOptions {
   TrainMode mode = TrainMode::kTernGrad;
 
   // --- model and data ---
-  std::string model = "lenet";           // lenet | mlp | cifarnet
+  std::string model = "lenet";           // lenet | mlp | cifarnet | PATH.pt
+  // cross_entropy | mse (worker/loss.h); a model that returns its own loss
+  // ignores it.
+  std::string loss = "cross_entropy";
   std::string dataset = "fashion-mnist"; // fashion-mnist | mnist | cifar10 | synthetic
   std::string data_dir;                  // default per dataset
   uint32_t batch_size = 64;              // per worker
