@@ -107,6 +107,11 @@ std::unique_ptr<GsLink> StartGsLink(const PsOptions& options, LocalPs* lps,
   link_options.give_up = absl::Seconds(options.join_timeout_s);
   link_options.security =
       net::SecurityFromFlags(options.tls, options.insecure);
+  if (link_options.security.kind == net::TransportSecurity::Kind::kTls) {
+    // Only the run's global server may answer (--run_id; any run without).
+    link_options.security.server_verifier =
+        net::ServerIdentityVerifier({net::PeerRole::kGlobal}, options.run_id);
+  }
   link_options.max_message_bytes = static_cast<int>(options.max_message_mb)
                                    << 20;
   if (const std::string warning = net::PlaintextWarning(

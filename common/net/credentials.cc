@@ -123,6 +123,9 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(
   // roots and its name against the target (or server_name, a channel
   // argument set in ChannelArgumentsFor).
   options.set_verify_server_certs(true);
+  if (security.server_verifier != nullptr) {
+    options.set_certificate_verifier(security.server_verifier);
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::experimental::TlsCredentials(options);
   // Should gRPC refuse the options: TLS with its default roots, never

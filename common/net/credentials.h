@@ -21,6 +21,7 @@
 #include "common/net/tls_files.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_verifier.h"
 
 namespace tern::net {
 
@@ -42,6 +43,10 @@ struct TransportSecurity {
   // Client only: the name the server's certificate must carry; empty: the
   // host of the address the channel connects to.
   std::string server_name;
+  // Client only: what the server's certificate must say beyond its host
+  // name (peer_identity.h's ServerIdentityVerifier: its role and run);
+  // null: the host name alone.
+  std::shared_ptr<grpc::experimental::CertificateVerifier> server_verifier;
   // How often the files are read again (whole seconds, at least 1).
   absl::Duration refresh_interval = absl::Seconds(10);
   // kInsecure only: plaintext was asked for (--insecure), also on

@@ -1,6 +1,7 @@
 #include "common/net/peer_identity.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpc/grpc_security_constants.h"
 
@@ -173,6 +175,77 @@ absl::Status CheckCaller(const grpc::ServerContextBase& context,
     return absl::UnauthenticatedError("the call has no auth context");
   }
   return CheckPeer(*auth, policy.Expect(role, id));
+}
+
+absl::Status CheckServerIdentity(const std::vector<std::string>& uris,
+                                 const std::vector<PeerRole>& roles,
+                                 absl::string_view run_id) {
+  if (uris.size() != 1) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the server's certificate names ", uris.size(),
+                     " SAN URIs, not one tern:// identity"));
+  }
+  absl::StatusOr<PeerIdentity> server = ParsePeerUri(uris[0]);
+  if (!server.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the server's certificate: ", server.status().message()));
+  }
+  if (!run_id.empty() && server->run_id != run_id) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the server is ", Describe(*server), ", not of run '", run_id, "'"));
+  }
+  std::vector<std::string> names;
+  for (const PeerRole role : roles) {
+    if (server->role == role) return absl::OkStatus();
+    names.emplace_back(PeerRoleName(role));
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("the server is ", Describe(*server), ", not a ",
+                   absl::StrJoin(names, " or a ")));
+}
+
+namespace {
+
+class ServerIdentityCheck final
+    : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  ServerIdentityCheck(std::vector<PeerRole> roles, std::string run_id)
+      : roles_(std::move(roles)), run_id_(std::move(run_id)) {}
+
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)> /*callback*/,
+              grpc::Status* sync_status) override {
+    // A custom verifier replaces gRPC's host-name check: run it first (it
+    // answers synchronously).
+    host_name_.Verify(
+        request, [](grpc::Status) {}, sync_status);
+    if (!sync_status->ok()) return true;
+    std::vector<std::string> uris;
+    for (const grpc::string_ref& uri : request->uri_names()) {
+      uris.emplace_back(uri.data(), uri.size());
+    }
+    const absl::Status status = CheckServerIdentity(uris, roles_, run_id_);
+    if (!status.ok()) {
+      *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                  std::string(status.message()));
+    }
+    return true;
+  }
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest*) override {
+  }
+
+ private:
+  const std::vector<PeerRole> roles_;
+  const std::string run_id_;
+  grpc::experimental::HostNameCertificateVerifier host_name_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::experimental::CertificateVerifier> ServerIdentityVerifier(
+    std::vector<PeerRole> roles, std::string run_id) {
+  return grpc::experimental::ExternalCertificateVerifier::Create<
+      ServerIdentityCheck>(std::move(roles), std::move(run_id));
 }
 
 }  // namespace tern::net

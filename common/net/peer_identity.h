@@ -20,13 +20,16 @@
 #define TERN_COMMON_NET_PEER_IDENTITY_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/net/credentials.h"
 #include "grpcpp/security/auth_context.h"
+#include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/server_context.h"
 
 namespace tern::net {
@@ -101,6 +104,23 @@ struct PeerPolicy {
 // service's methods make before anything reaches their plain class.
 absl::Status CheckCaller(const grpc::ServerContextBase& context,
                          const PeerPolicy& policy, PeerRole role, uint32_t id);
+
+// The client's side: the server it dials must present the identity of one
+// of `roles` of `run_id` (any run when empty), so that another certificate
+// of the run's CA (a worker's) cannot pose as a shard. The verifier goes
+// into TransportSecurity::server_verifier; it checks the host name as
+// gRPC's default verifier would, then the certificate's one SAN URI. A
+// server that fails it is refused at the handshake (UNAVAILABLE on the
+// call; gRPC logs the reason).
+std::shared_ptr<grpc::experimental::CertificateVerifier> ServerIdentityVerifier(
+    std::vector<PeerRole> roles, std::string run_id);
+
+// The check ServerIdentityVerifier makes of the server's SAN URIs: OK, or
+// UNAUTHENTICATED (not exactly one tern identity) or PERMISSION_DENIED
+// (another run or role) naming what the server presented.
+absl::Status CheckServerIdentity(const std::vector<std::string>& uris,
+                                 const std::vector<PeerRole>& roles,
+                                 absl::string_view run_id);
 
 }  // namespace tern::net
 

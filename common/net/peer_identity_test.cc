@@ -95,6 +95,30 @@ TEST(ParsePeerUriTest, RefusesGarbage) {
   EXPECT_FALSE(IsValidRunId(std::string(65, 'a')));
 }
 
+TEST(CheckServerIdentityTest, OnlyTheExpectedRoleOfTheRunPasses) {
+  const std::vector<PeerRole> shard = {PeerRole::kPs};
+  EXPECT_TRUE(CheckServerIdentity({"tern://r1/ps/0"}, shard, "r1").ok());
+  EXPECT_TRUE(CheckServerIdentity({"tern://r2/ps/0"}, shard, "").ok());
+  EXPECT_TRUE(CheckServerIdentity({"tern://r1/lps/1"},
+                                  {PeerRole::kPs, PeerRole::kLps}, "r1")
+                  .ok());
+  const absl::Status worker =
+      CheckServerIdentity({"tern://r1/worker/1"}, shard, "r1");
+  EXPECT_EQ(worker.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(worker.message()),
+              ::testing::HasSubstr("worker 1 of run 'r1', not a ps"));
+  EXPECT_EQ(CheckServerIdentity({"tern://r2/ps/0"}, shard, "r1").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(CheckServerIdentity({}, shard, "r1").code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(
+      CheckServerIdentity({"tern://r1/ps/0", "tern://r1/ps/1"}, shard, "r1")
+          .code(),
+      absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(CheckServerIdentity({"https://r1/ps/0"}, shard, "r1").code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
 TEST(CheckPeerTest, TheRightWorkerPasses) {
   EXPECT_TRUE(
       CheckPeer(FakeAuthContext({"tern://run-7/worker/1"}), Worker(1)).ok());

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/net/channel.h"
 #include "common/net/credentials.h"
+#include "common/net/peer_identity.h"
 #include "common/net/server.h"
 #include "common/net/test_certs.h"
 #include "grpc/grpc.h"
@@ -216,6 +218,37 @@ TEST_F(TlsTest, TheServerNameIsCheckedAndCanBeSetForTheAddress) {
   client.server_name = "elsewhere.example";  // not on it
   EXPECT_EQ(Check(server->port(), client).status.error_code(),
             grpc::StatusCode::UNAVAILABLE);
+}
+
+// A client that expects a shard of run r1 (as workers do) refuses a
+// server presenting another certificate of the same CA: a worker's,
+// another run's shard's, or one without a tern identity; and it still
+// checks the host name.
+TEST_F(TlsTest, AClientRefusesAServerWithoutTheExpectedIdentity) {
+  const std::map<std::string, std::vector<std::string>> leaves = {
+      {"shard", {"tern://r1/ps/0"}},
+      {"worker", {"tern://r1/worker/1"}},
+      {"other-run", {"tern://r2/ps/0"}}};
+  for (const auto& [name, uris] : leaves) {
+    const absl::Status status = certs_->MakeLeaf("ca", name, uris);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  TransportSecurity client = Client("client", "ca");
+  client.server_verifier = ServerIdentityVerifier({PeerRole::kPs}, "r1");
+  for (const char* name : {"shard", "worker", "other-run", "server-a"}) {
+    std::unique_ptr<Server> server = StartServer(certs_->Files(name, "ca"));
+    ASSERT_NE(server, nullptr);
+    const grpc::StatusCode expected = std::string(name) == "shard"
+                                          ? grpc::StatusCode::OK
+                                          : grpc::StatusCode::UNAVAILABLE;
+    EXPECT_EQ(Check(server->port(), client).status.error_code(), expected)
+        << name;
+    if (std::string(name) != "shard") continue;
+    TransportSecurity misnamed = client;
+    misnamed.server_name = "elsewhere.example";
+    EXPECT_EQ(Check(server->port(), misnamed).status.error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
 }
 
 TEST_F(TlsTest, WithoutACaTheServerIsTlsOnlyAndAsksNoClientCertificate) {
