@@ -19,27 +19,8 @@ TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 STEPS=12
 RANDOM=16  # the kill steps are drawn from this seed
-pids=()
-
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$TMP"/*.log; do
-    echo "---- $log" >&2
-    tail -n 20 "$log" >&2 || true
-  done
-  exit 1
-}
-cleanup() { for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-wait_for() {  # SECONDS COMMAND...: polls COMMAND every 0.05 s
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
-}
+# fail, cleanup on exit, wait_for; `pids` collects what to kill.
+source "$(dirname "$0")/support/processes.sh"
 
 # shard RUN [LISTEN]: starts the shard of run RUN in the background (SHARD).
 shard() {

@@ -19,31 +19,8 @@ set -euo pipefail
 TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 STEPS=40
-pids=()
-
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$TMP"/*.log; do
-    echo "---- $log" >&2
-    tail -n 30 "$log" >&2 || true
-  done
-  exit 1
-}
-
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
-# wait_for SECONDS COMMAND...: polls COMMAND every 0.05 s.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
-}
+# fail, cleanup on exit, wait_for; `pids` collects what to kill.
+source "$(dirname "$0")/support/processes.sh"
 
 "$TERN" ps --listen 127.0.0.1:0 --port_file "$TMP/ps.port" --num_workers 2 \
   --barrier_timeout_s 60 >"$TMP/ps.log" 2>&1 &
