@@ -48,6 +48,13 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(
   if (!options.clock) {
     return absl::InvalidArgumentError("the aggregator needs a clock");
   }
+  if (options.worker_loss_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--worker_loss_timeout_s must not be negative");
+  }
+  if (options.worker_loss_timeout == absl::ZeroDuration()) {
+    options.worker_loss_timeout = options.barrier_timeout;
+  }
   if (logger == nullptr) logger = MakeNullLogger();
   std::unique_ptr<Aggregator> aggregator(
       new Aggregator(std::move(options), std::move(logger)));
@@ -79,6 +86,11 @@ absl::Status Aggregator::Restore(const ShardSnapshot& snapshot,
   }
   run_ = *std::move(run);
   step_ = snapshot.open_step;
+  for (const auto& [worker, step] : snapshot.dropped) {
+    active_.Drop(worker, step);
+    scalers_.Drop(worker, step_, nullptr);
+  }
+  active_.MarkDropped(&pushes_.pushed);
   for (const auto& chunk : run_->chunks) {
     absl::MutexLock chunk_lock(&chunk->mu);
     const auto residual = snapshot.residuals.find(chunk->key);
@@ -91,7 +103,7 @@ absl::Status Aggregator::Restore(const ShardSnapshot& snapshot,
       }
       chunk->residual = residual->second;
     }
-    chunk->Open(run_->config.seed, step_, options_.num_workers);
+    chunk->Open(run_->config.seed, step_, active_.count());
   }
   scalers_.Configure(run_.get());
   scalers_.Restore(snapshot.last_scalers, snapshot.open_scalers, step_);
@@ -131,7 +143,8 @@ Aggregator::Aggregator(AggregatorOptions options, Logger logger)
       scalers_(options_.num_workers, &names_),
       pushes_(options_.num_workers),
       share_watch_(options_.straggler_warn),
-      push_watch_(options_.straggler_warn) {}
+      push_watch_(options_.straggler_warn),
+      active_(options_.num_workers) {}
 
 Aggregator::~Aggregator() {
   Close(absl::UnavailableError(
@@ -154,6 +167,9 @@ absl::Status Aggregator::CheckWorker(uint32_t worker) const {
         "unknown worker ", worker, ": shard ", options_.shard_index,
         " serves workers 0..", options_.num_workers - 1,
         " (--num_workers=", options_.num_workers, ")"));
+  }
+  if (const std::optional<uint64_t> dropped = active_.dropped_at(worker)) {
+    return DroppedError(worker, *dropped);
   }
   if (!joined_.arrived(worker)) {
     return absl::FailedPreconditionError(
@@ -216,6 +232,9 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
   };
   if (absl::Status status = AdmitJoin(request); !status.ok()) {
     return refuse(std::move(status));
+  }
+  if (worker < options_.num_workers && !active_.active(worker)) {
+    return refuse(DroppedError(worker, *active_.dropped_at(worker)));
   }
   if (joined_.Arrive(worker)) {
     logger_->info("worker {} joined ({} of {})", worker, joined_.count(),
@@ -302,6 +321,7 @@ absl::StatusOr<std::unique_ptr<MatchedPush>> Aggregator::AdmitPush(
       MatchChunks(request, *run_, scalers_.shared(), options_.shard_index);
   if (!matched.ok()) return matched.status();
   pushes_.pushed.Begin(worker);
+  matched->slot = active_.Slot(worker);
   return std::make_unique<MatchedPush>(*std::move(matched));
 }
 
@@ -372,7 +392,7 @@ void Aggregator::PushPull(const PushRequest& request,
 
 void Aggregator::CompleteStep(core::Deferred* deferred) {
   absl::StatusOr<PushAnswer> answer =
-      PushBarrier::Complete(*run_, step_, options_.num_workers);
+      PushBarrier::Complete(*run_, step_, active_.count());
   if (!answer.ok()) {
     FailRun(answer.status(), deferred);
     return;
@@ -384,6 +404,7 @@ void Aggregator::CompleteStep(core::Deferred* deferred) {
   pushes_.waiters.AnswerAll(*answer, deferred);
   pushes_.answers.Put(step_, *std::move(answer));
   pushes_.pushed.Reset();
+  active_.MarkDropped(&pushes_.pushed);
   scalers_.CompleteStep(step_, deferred);
   share_watch_.Reset();
   push_watch_.Reset();
@@ -436,6 +457,8 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
     logger_->warn("{} ({} pending {} answered)", message, calls,
                   calls == 1 ? "call" : "calls");
   };
+  // Before the waits expire: a lost worker's policy answers them first.
+  HandleWorkerLoss(now, &deferred);
   log(join_waiters_.Expire(
       now,
       [&] {

@@ -68,6 +68,7 @@
 #include "server/scaler_barrier.h"
 #include "server/shard_run.h"
 #include "server/shard_state.h"
+#include "server/worker_loss.h"
 
 namespace tern::server {
 
@@ -98,6 +99,13 @@ struct AggregatorOptions {
   std::string state_path;
   // fsync each state write (--state_sync).
   bool state_sync = false;
+  // --on_worker_loss and --worker_loss_timeout_s (server/worker_loss.h):
+  // what happens once a barrier of the open step has waited
+  // worker_loss_timeout since its first arrival for a worker; zero: the
+  // barrier timeout; InfiniteDuration: never (waits expire by the barrier
+  // rule alone, as in the tests of that rule).
+  WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  absl::Duration worker_loss_timeout = absl::ZeroDuration();
   // Where "now" comes from for the deadlines of pending calls; tests pass
   // a fake clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -209,11 +217,19 @@ class Aggregator {
   absl::StatusOr<std::unique_ptr<MatchedPush>> AdmitPush(
       const PushRequest& request, Callback<PushAnswer>& done,
       core::Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Goes on from a state read back: the run, the open step, the answers
-  // kept for retries, residuals and checks; every worker counts as joined.
   // Logs the workers the open step's barriers still wait for, once each
   // has waited straggler_warn (ExpireWaits calls it).
   void WarnStragglers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies --on_worker_loss to the workers the open step's barrier has
+  // waited worker_loss_timeout for (ExpireWaits calls it;
+  // aggregator_worker_loss.cc).
+  void HandleWorkerLoss(absl::Time now, core::Deferred* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // shrink: drops `lost` and lets the open step finish without them.
+  void DropWorkers(const std::vector<uint32_t>& lost, bool sharing,
+                   core::Deferred* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Goes on from a state read back: the run, the open step, the answers
+  // kept for retries, residuals and checks; every worker counts as joined.
   absl::Status Restore(const ShardSnapshot& snapshot,
                        const tern::v1::ShardState& raw)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -262,6 +278,9 @@ class Aggregator {
   // The open step's barriers, for stragglers (core/straggler_watch.h).
   core::StragglerWatch share_watch_ ABSL_GUARDED_BY(mu_);
   core::StragglerWatch push_watch_ ABSL_GUARDED_BY(mu_);
+
+  // The workers still in the run (--on_worker_loss=shrink drops some).
+  ActiveWorkers active_ ABSL_GUARDED_BY(mu_);
 
   // --state_dir; null without.
   std::unique_ptr<ShardStateWriter> state_ ABSL_GUARDED_BY(mu_);

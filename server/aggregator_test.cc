@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -108,10 +110,13 @@ float MaxAbs(const std::vector<float>& values) {
 
 std::unique_ptr<kernels::Codec> Codec(CodecId id) {
   const bool terngrad = id == CodecId::kTernGrad;
+  kernels::CodecOptions options;
+  options.id = id;
+  options.clip = 0.0f;
+  options.push_layout = terngrad ? Layout::kTernary2Bit : Layout::kRaw;
+  options.pull_layout = terngrad ? Layout::kSumBits : Layout::kRaw;
   absl::StatusOr<std::unique_ptr<kernels::Codec>> codec =
-      kernels::MakeCodec(kernels::CodecOptions{
-          id, 0.0f, terngrad ? Layout::kTernary2Bit : Layout::kRaw,
-          terngrad ? Layout::kSumBits : Layout::kRaw});
+      kernels::MakeCodec(options);
   EXPECT_TRUE(codec.ok()) << codec.status();
   return *std::move(codec);
 }
@@ -1073,10 +1078,199 @@ TEST_F(AggregatorTest, StaleAndFutureStepsAreRefused) {
   RunStepAndCheck(*aggregator, 1, 3, CodecId::kTernGrad);
 }
 
+// --- --on_worker_loss ---
+
+TEST_F(AggregatorTest, StopFailsTheRunNamingTheLostWorkerAndTheStep) {
+  auto aggregator = Make(Options(3));  // stop, after the barrier timeout
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  auto p0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(10);
+  auto p2 = Push(*aggregator, MakePush(2, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(39);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_FALSE(p0->done());
+  now_ += absl::Seconds(1);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  const std::string lost =
+      "step 0: worker 1 lost: no push within 50s of the first worker's "
+      "(--worker_loss_timeout_s); the run stops (--on_worker_loss=stop)";
+  for (const auto& call : {p0, p2}) {
+    ASSERT_TRUE(call->done());
+    EXPECT_EQ(call->status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(call->status().message(), lost);
+  }
+  auto late = Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  EXPECT_EQ(late->status().message(), lost);
+  EXPECT_EQ(aggregator->run_status().message(), lost);
+}
+
+// Shrink while the scalers are shared: the step goes on with the scalers of
+// those who sent, and its answer averages over the remaining workers.
+TEST_F(AggregatorTest, ShrinkSharesTheScalersOfTheRemainingWorkers) {
+  AggregatorOptions options = Options(3);
+  options.on_worker_loss = WorkerLossPolicy::kShrink;
+  options.worker_loss_timeout = absl::Seconds(20);
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kTernGrad));
+  RunStepAndCheck(*aggregator, 3, 0, CodecId::kTernGrad);
+
+  auto s0 = Share(*aggregator, LocalScalers(0, 1, {0, 1, 2}));
+  auto s1 = Share(*aggregator, LocalScalers(1, 1, {0, 1, 2}));
+  now_ += absl::Seconds(19);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_FALSE(s0->done());
+  now_ += absl::Seconds(1);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  ASSERT_TRUE(s0->done() && s1->done());
+  ASSERT_TRUE(s0->status().ok()) << s0->status();
+  const std::vector<ChunkScaler>& shared = s0->value()->scalers;
+  for (const ChunkScaler& scaler : shared) {
+    EXPECT_EQ(scaler.scaler,
+              std::max(MaxAbs(Gradient(0, 1, scaler.chunk_key,
+                                       kChunkElements[scaler.chunk_key])),
+                       MaxAbs(Gradient(1, 1, scaler.chunk_key,
+                                       kChunkElements[scaler.chunk_key]))));
+  }
+  const PushRequest push0 = MakePush(0, 1, CodecId::kTernGrad, shared);
+  const PushRequest push1 = MakePush(1, 1, CodecId::kTernGrad, shared);
+  auto p0 = Push(*aggregator, push0);
+  EXPECT_FALSE(p0->done());
+  auto p1 = Push(*aggregator, push1);
+  ASSERT_TRUE(p1->done());
+  ASSERT_TRUE(p1->status().ok()) << p1->status();
+  const std::unique_ptr<kernels::Codec> codec = Codec(CodecId::kTernGrad);
+  for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+    const kernels::Payload& pull = p1->value()->chunks[key].payload;
+    EXPECT_EQ(pull.num_summands, 2u);
+    const std::vector<float> a = Decoded(*codec, push0.chunks[key].payload);
+    const std::vector<float> b = Decoded(*codec, push1.chunks[key].payload);
+    const std::vector<float> average = Decoded(*codec, pull);
+    for (size_t j = 0; j < average.size(); ++j) {
+      EXPECT_NEAR(average[j], (a[j] + b[j]) / 2, 1e-5) << key << " " << j;
+    }
+  }
+  // The lost worker is refused for good, a rejoin included; the others go
+  // on as two.
+  const std::string dropped =
+      "worker 2 was dropped from the run at step 1 (--on_worker_loss=shrink) "
+      "and cannot rejoin it";
+  EXPECT_EQ(
+      Share(*aggregator, LocalScalers(2, 2, {0, 1, 2}))->status().message(),
+      dropped);
+  EXPECT_EQ(Join(*aggregator, MakeJoin(2, MakeConfig(3, CodecId::kTernGrad)))
+                ->status()
+                .message(),
+            dropped);
+  RunStepAndCheck(*aggregator, 2, 2, CodecId::kTernGrad);
+}
+
+// Shrink while pushes are added: those pushes cannot be taken out of the
+// sums, so their workers are asked to push again (ABORTED), and the step
+// completes over the remaining workers, in worker order.
+TEST_F(AggregatorTest, ShrinkAsksTheRemainingWorkersToPushTheStepAgain) {
+  AggregatorOptions options = Options(3);
+  options.on_worker_loss = WorkerLossPolicy::kShrink;
+  options.worker_loss_timeout = absl::Seconds(20);
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  const PushRequest push0 = MakePush(0, 0, CodecId::kFp32, {});
+  const PushRequest push2 = MakePush(2, 0, CodecId::kFp32, {});
+  auto p0 = Push(*aggregator, push0);
+  auto p2 = Push(*aggregator, push2);
+  now_ += absl::Seconds(20);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  for (const auto& call : {p0, p2}) {
+    ASSERT_TRUE(call->done());
+    EXPECT_EQ(call->status().code(), absl::StatusCode::kAborted);
+    EXPECT_EQ(call->status().message(),
+              "step 0: worker 1 dropped (--on_worker_loss=shrink); push step 0 "
+              "again");
+  }
+  auto again2 = Push(*aggregator, push2);
+  EXPECT_FALSE(again2->done());
+  auto again0 = Push(*aggregator, push0);
+  ASSERT_TRUE(again0->done() && again2->done());
+  ASSERT_TRUE(again0->status().ok()) << again0->status();
+  EXPECT_EQ(again0->value(), again2->value());
+  const std::unique_ptr<kernels::Codec> codec = Codec(CodecId::kFp32);
+  for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+    const std::vector<float> a = Decoded(*codec, push0.chunks[key].payload);
+    const std::vector<float> b = Decoded(*codec, push2.chunks[key].payload);
+    const std::vector<float> average =
+        Decoded(*codec, again0->value()->chunks[key].payload);
+    for (size_t j = 0; j < average.size(); ++j) {
+      EXPECT_EQ(average[j], (a[j] + b[j]) / 2) << key << " " << j;
+    }
+  }
+  EXPECT_EQ(aggregator->step(), 1u);
+}
+
+TEST_F(AggregatorTest, ShrinkGoesOnWithASingleWorker) {
+  AggregatorOptions options = Options(2);
+  options.on_worker_loss = WorkerLossPolicy::kShrink;
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kFp32));
+  RunStepAndCheck(*aggregator, 2, 0, CodecId::kFp32);
+  // Worker 0 drops out: worker 1 alone goes on.
+  auto p1 = Push(*aggregator, MakePush(1, 1, CodecId::kFp32, {}));
+  now_ += absl::Seconds(50);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_EQ(p1->status().code(), absl::StatusCode::kAborted);
+  auto again = Push(*aggregator, MakePush(1, 1, CodecId::kFp32, {}));
+  ASSERT_TRUE(again->done());
+  ASSERT_TRUE(again->status().ok()) << again->status();
+  const std::unique_ptr<kernels::Codec> codec = Codec(CodecId::kFp32);
+  EXPECT_EQ(Decoded(*codec, again->value()->chunks[0].payload),
+            Gradient(1, 1, 0, kChunkElements[0]));
+  EXPECT_TRUE(aggregator->run_status().ok());
+}
+
+// A restarted shard (--state_dir) still knows whom it dropped.
+TEST_F(AggregatorTest, ShrinkIsKeptInTheShardState) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(dir, nullptr);
+  AggregatorOptions options = Options(3);
+  options.on_worker_loss = WorkerLossPolicy::kShrink;
+  options.state_path = absl::StrCat(dir, "/shrink.state");
+  std::remove(options.state_path.c_str());
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  auto p0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  auto p2 = Push(*aggregator, MakePush(2, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(50);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_EQ(p0->status().code(), absl::StatusCode::kAborted);
+  aggregator.reset();  // a kill: the pushes of step 0 are lost with it
+
+  auto restarted = Make(options);
+  EXPECT_EQ(
+      Push(*restarted, MakePush(1, 0, CodecId::kFp32, {}))->status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  const PushRequest push0 = MakePush(0, 0, CodecId::kFp32, {});
+  const PushRequest push2 = MakePush(2, 0, CodecId::kFp32, {});
+  auto again0 = Push(*restarted, push0);
+  EXPECT_FALSE(again0->done());  // waits for worker 2 only
+  auto again2 = Push(*restarted, push2);
+  ASSERT_TRUE(again0->done());
+  ASSERT_TRUE(again0->status().ok()) << again0->status();
+  const std::unique_ptr<kernels::Codec> codec = Codec(CodecId::kFp32);
+  const std::vector<float> a = Decoded(*codec, push0.chunks[0].payload);
+  const std::vector<float> b = Decoded(*codec, push2.chunks[0].payload);
+  const std::vector<float> average =
+      Decoded(*codec, again0->value()->chunks[0].payload);
+  for (size_t j = 0; j < average.size(); ++j) {
+    EXPECT_EQ(average[j], (a[j] + b[j]) / 2) << j;
+  }
+  EXPECT_EQ(restarted->step(), 1u);
+}
+
 // --- timeouts ---
 
+// The expiry rule alone (core/barrier.h): no --on_worker_loss policy fires.
 TEST_F(AggregatorTest, PendingPushesExpireNamingTheMissingWorkers) {
-  auto aggregator = Make(Options(4));
+  AggregatorOptions options = Options(4);
+  options.worker_loss_timeout = absl::InfiniteDuration();
+  auto aggregator = Make(options);
   JoinAll(*aggregator, MakeConfig(4, CodecId::kFp32));
   auto p0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
   now_ += absl::Seconds(10);
@@ -1105,7 +1299,9 @@ TEST_F(AggregatorTest, PendingPushesExpireNamingTheMissingWorkers) {
 }
 
 TEST_F(AggregatorTest, PendingScalersAndJoinsExpireToo) {
-  auto aggregator = Make(Options(2));
+  AggregatorOptions options = Options(2);
+  options.worker_loss_timeout = absl::InfiniteDuration();
+  auto aggregator = Make(options);
   const RunConfig config = MakeConfig(2, CodecId::kTernGrad);
   auto j0 = Join(*aggregator, MakeJoin(0, config));
   now_ += absl::Seconds(50);

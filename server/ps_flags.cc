@@ -15,6 +15,7 @@
 #include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
+#include "server/worker_loss.h"
 
 namespace tern::server {
 namespace {
@@ -104,6 +105,18 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "straggler_warn_s", &o->straggler_warn_s,
        "name the workers a step still waits for once it has waited this long "
        "since the first worker arrived, before any timeout (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  Flag(app, "on_worker_loss", &o->on_worker_loss,
+       "terngrad: what the shard does once a step has waited "
+       "--worker_loss_timeout_s for a worker that does not come: stop (the "
+       "run fails naming the worker and the step; workers exit 1) or shrink "
+       "(the others go on, averaging over the workers that push; the lost "
+       "one is refused for good)")
+      ->check(CLI::IsMember({"stop", "shrink"}));
+  Flag(app, "worker_loss_timeout_s", &o->worker_loss_timeout_s,
+       "how long a step waits, from its first worker's call, for the others "
+       "before --on_worker_loss applies (0: --barrier_timeout_s); a worker "
+       "that restarts from its checkpoint must be back within it")
       ->check(CLI::NonNegativeNumber);
   Flag(app, "state_dir", &o->state_dir,
        "terngrad: keep the shard's state in this directory (shard-<index>."
@@ -196,6 +209,19 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
     return absl::InvalidArgumentError(
         "--barrier_timeout_s must be a finite number > 0");
   }
+  if (!ParseWorkerLossPolicy(o.on_worker_loss).ok()) {
+    return ParseWorkerLossPolicy(o.on_worker_loss).status();
+  }
+  if (!std::isfinite(o.worker_loss_timeout_s) || o.worker_loss_timeout_s < 0) {
+    return absl::InvalidArgumentError(
+        "--worker_loss_timeout_s must be a finite number >= 0");
+  }
+  if (o.worker_loss_timeout_s > o.barrier_timeout_s) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_loss_timeout_s=", o.worker_loss_timeout_s,
+        " is above --barrier_timeout_s=", o.barrier_timeout_s,
+        ": the waiting calls would expire before a worker counts as lost"));
+  }
   if (!std::isfinite(o.straggler_warn_s) || o.straggler_warn_s < 0) {
     return absl::InvalidArgumentError(
         "--straggler_warn_s must be a finite number >= 0");
@@ -232,6 +258,13 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
 // The checks of a local parameter server's own flags (--mode=weightgrad or
 // gaia).
 absl::Status ValidateLpsOptions(const PsOptions& o) {
+  if (o.on_worker_loss != "stop") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--on_worker_loss=", o.on_worker_loss,
+        " with --mode=", RunModeName(o.mode),
+        ": only a TernGrad shard drops lost workers (an LPS has no step "
+        "barrier to wait at)"));
+  }
   if (!o.state_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--state_dir with --mode=", RunModeName(o.mode),

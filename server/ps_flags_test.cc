@@ -265,5 +265,32 @@ TEST(PsFlagsTest, RunIdComesFromTheFlagOrTernRunIdAndIsChecked) {
   EXPECT_THAT(ValidatePsOptions(options).message(), HasSubstr("--run_id"));
 }
 
+TEST(PsFlagsTest, WorkerLossFlagsParseAndAreChecked) {
+  Parsed parsed;
+  parsed.Parse("--on_worker_loss=shrink --worker_loss_timeout_s=20");
+  EXPECT_EQ(parsed.options.on_worker_loss, "shrink");
+  EXPECT_EQ(parsed.options.worker_loss_timeout_s, 20);
+  EXPECT_TRUE(ValidatePsOptions(parsed.options).ok());
+  Parsed wrong;
+  EXPECT_THROW(wrong.Parse("--on_worker_loss=wait"), CLI::ParseError);
+
+  PsOptions options;
+  options.worker_loss_timeout_s = 60;  // above --barrier_timeout_s=50
+  EXPECT_THAT(ValidatePsOptions(options).message(),
+              HasSubstr("--worker_loss_timeout_s=60 is above "
+                        "--barrier_timeout_s=50"));
+  options = PsOptions();
+  options.on_worker_loss = "wait";
+  EXPECT_THAT(ValidatePsOptions(options).message(),
+              HasSubstr("--on_worker_loss: 'wait'"));
+  options = PsOptions();
+  options.mode = RunMode::kWeightGrad;
+  options.global = "gs:50061";
+  options.insecure = true;
+  options.on_worker_loss = "shrink";
+  EXPECT_THAT(ValidatePsOptions(options).message(),
+              HasSubstr("only a TernGrad shard drops lost workers"));
+}
+
 }  // namespace
 }  // namespace tern::server

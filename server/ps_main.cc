@@ -22,6 +22,7 @@
 #include "server/ps_flags.h"
 #include "server/ps_service.h"
 #include "server/shard_metrics.h"
+#include "server/worker_loss.h"
 
 namespace tern::server {
 namespace {
@@ -215,6 +216,11 @@ int RunShard(const PsOptions& options, Logger logger,
   aggregator_options.max_message_bytes =
       static_cast<uint64_t>(options.max_message_mb) << 20;
   aggregator_options.straggler_warn = absl::Seconds(options.straggler_warn_s);
+  // Checked with the flags.
+  aggregator_options.on_worker_loss =
+      *ParseWorkerLossPolicy(options.on_worker_loss);
+  aggregator_options.worker_loss_timeout =
+      absl::Seconds(options.worker_loss_timeout_s);
   if (!options.state_dir.empty()) {
     aggregator_options.state_path =
         ShardStatePath(options.state_dir, options.shard_index);

@@ -45,6 +45,11 @@ struct PsOptions {
   // (server/shard_state.h) and, restarted with the same flags, resumes the
   // run from it; empty: none (a killed shard ends the run).
   std::string state_dir;
+  // --on_worker_loss (server/worker_loss.h): stop or shrink once a
+  // barrier has waited --worker_loss_timeout_s (0: --barrier_timeout_s)
+  // since its first worker for a worker that does not come.
+  std::string on_worker_loss = "stop";
+  double worker_loss_timeout_s = 0;
   // --state_sync: fsync each state write, so that it survives a machine
   // crash too (a disk flush per step).
   bool state_sync = false;

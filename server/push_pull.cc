@@ -109,7 +109,7 @@ absl::StatusOr<CheckedPush> CheckPush(const PushRequest& request,
 
 absl::Status AddPush(const PushRequest& request, const MatchedPush& matched,
                      CheckedPush checked, size_t* added) {
-  const uint32_t worker = request.worker_id;
+  const uint32_t worker = matched.slot;
   for (*added = 0; *added < matched.chunks.size(); ++*added) {
     const size_t i = *added;
     ShardChunk& chunk = *matched.chunks[i];

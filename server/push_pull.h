@@ -40,6 +40,8 @@ struct MatchedPush {
   std::vector<ShardChunk*> chunks;
   // The shared scaler of each TernGrad chunk (0 for the others).
   std::vector<float> shared_scalers;
+  // The worker's slot in the step's aggregations (ActiveWorkers::Slot).
+  uint32_t slot = 0;
 };
 
 // What CheckPush keeps of a valid push: by chunk, the decoded values, or

@@ -21,7 +21,7 @@ absl::Status TooManyWaits(const ScalerRequest& request) {
 
 ScalerBarrier::ScalerBarrier(uint32_t num_workers,
                              const core::StepNames* names)
-    : names_(names), sent_(num_workers) {}
+    : names_(names), sent_(num_workers), dropped_(num_workers, false) {}
 
 void ScalerBarrier::Configure(const ShardRun* run) {
   run_ = run;
@@ -112,8 +112,11 @@ absl::Status ScalerBarrier::Share(const ScalerRequest& request, uint64_t open,
     shared = std::max(shared, entry.scaler);
   }
   sent_.Arrive(worker);
-  if (!sent_.complete()) return absl::OkStatus();
+  if (sent_.complete()) AnswerShared(open, deferred);
+  return absl::OkStatus();
+}
 
+void ScalerBarrier::AnswerShared(uint64_t open, core::Deferred* deferred) {
   // s_k = max_i s_ik (DESIGN section 3, step 3).
   auto reply = std::make_shared<ScalerReply>();
   reply->step = open;
@@ -124,7 +127,16 @@ absl::Status ScalerBarrier::Share(const ScalerRequest& request, uint64_t open,
   }
   shared_ = std::move(reply);
   waiters_.AnswerAll(shared_, deferred);
-  return absl::OkStatus();
+}
+
+void ScalerBarrier::Drop(uint32_t worker, uint64_t open,
+                         core::Deferred* deferred) {
+  dropped_[worker] = true;
+  sent_.Arrive(worker);
+  if (deferred != nullptr && run_ != nullptr && shared_ == nullptr &&
+      sent_.complete()) {
+    AnswerShared(open, deferred);
+  }
 }
 
 void ScalerBarrier::CompleteStep(uint64_t open, core::Deferred* deferred) {
@@ -141,6 +153,9 @@ void ScalerBarrier::CompleteStep(uint64_t open, core::Deferred* deferred) {
   if (shared_ != nullptr) answers_.Put(open, std::move(shared_));
   shared_ = nullptr;
   sent_.Reset();
+  for (uint32_t worker = 0; worker < sent_.size(); ++worker) {
+    if (dropped_[worker]) sent_.Arrive(worker);
+  }
   std::fill(max_scalers_.begin(), max_scalers_.end(), 0.0f);
 }
 

@@ -48,6 +48,10 @@ class ScalerBarrier {
   // The shared scalers of the open step once all N workers sent theirs;
   // null before.
   const ScalerAnswer& shared() const { return shared_; }
+  // Whether `worker` has shared the open step (kArrived) or not (kAbsent).
+  core::ArrivalSet::State state(uint32_t worker) const {
+    return sent_.state(worker);
+  }
   // "worker 2" or "workers 2,3": who has not shared the open step.
   std::string Missing() const { return sent_.Missing(); }
 
@@ -55,6 +59,11 @@ class ScalerBarrier {
   // without sharing, on a shard without TernGrad chunks) get
   // FAILED_PRECONDITION; the answer is kept for retries; all reset.
   void CompleteStep(uint64_t open, core::Deferred* deferred);
+  // --on_worker_loss=shrink: `worker` counts as sent from now on, in the
+  // open step and every later one; when it was the last one missing, the
+  // open step's scalers are shared among those who sent (answered through
+  // `deferred`; null only while a restarted shard restores).
+  void Drop(uint32_t worker, uint64_t open, core::Deferred* deferred);
   // A restarted shard's barrier (server/shard_state.h): `last` answers
   // retries of step open - 1 (none when null); `shared`, when not null,
   // is the open step's answer, every worker counted as sent.
@@ -69,10 +78,13 @@ class ScalerBarrier {
   // INVALID_ARGUMENT unless the request holds one finite scaler >= 0 for
   // each TernGrad chunk of the shard, and nothing else.
   absl::Status CheckRequest(const ScalerRequest& request) const;
+  // Everyone has sent: s_k = max_i s_ik to every waiter.
+  void AnswerShared(uint64_t open, core::Deferred* deferred);
 
   const core::StepNames* names_;
   const ShardRun* run_ = nullptr;
   core::ArrivalSet sent_;
+  std::vector<bool> dropped_;  // by worker
   std::vector<float> max_scalers_;  // by scaler slot
   ScalerAnswer shared_;             // of the open step, once all sent
   core::AnswerCache<ScalerAnswer> answers_{1};

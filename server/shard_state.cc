@@ -80,6 +80,14 @@ absl::StatusOr<ShardSnapshot> SnapshotOf(const tern::v1::ShardState& state,
   for (const tern::v1::StepChecksum& check : state.checks()) {
     snapshot.checks[check.step()] = {check.worker_id(), check.checksum()};
   }
+  for (const tern::v1::DroppedWorker& dropped : state.dropped()) {
+    if (dropped.worker_id() >= state.num_workers()) {
+      return damaged(absl::InvalidArgumentError(
+          absl::StrCat("dropped worker ", dropped.worker_id(), " is not below ",
+                       state.num_workers(), " workers")));
+    }
+    snapshot.dropped[dropped.worker_id()] = dropped.step();
+  }
   return snapshot;
 }
 
@@ -107,6 +115,13 @@ absl::Status ShardStateWriter::RunConfigured(const JoinRequest& first) {
 
 absl::Status ShardStateWriter::ScalersShared(const ScalerReply& shared) {
   ScalersToWire(shared, state_.mutable_open_scalers());
+  return Write();
+}
+
+absl::Status ShardStateWriter::WorkerDropped(uint32_t worker, uint64_t step) {
+  tern::v1::DroppedWorker* dropped = state_.add_dropped();
+  dropped->set_worker_id(worker);
+  dropped->set_step(step);
   return Write();
 }
 

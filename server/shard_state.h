@@ -52,6 +52,8 @@ struct ShardSnapshot {
   // Chunk key -> its residual after open_step - 1.
   std::map<uint32_t, std::vector<float>> residuals;
   StepChecks checks;
+  // Worker -> the step it was dropped at (--on_worker_loss=shrink).
+  std::map<uint32_t, uint64_t> dropped;
 };
 
 // Keeps the state of one shard and rewrites its file at each event. Not
@@ -69,6 +71,8 @@ class ShardStateWriter {
   // residuals after it (their locks are taken here).
   absl::Status StepCompleted(const PushReply& answer, const ShardRun& run,
                              const StepChecks& checks);
+  // --on_worker_loss=shrink dropped `worker` at `step`.
+  absl::Status WorkerDropped(uint32_t worker, uint64_t step);
   // Starts from a state read back (Restore), so that the next write keeps
   // what the snapshot held.
   void Resume(const tern::v1::ShardState& state) { state_ = state; }

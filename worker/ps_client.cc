@@ -252,14 +252,16 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
   for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
 
   // A Join retries from the start; a step's call from its first failure,
-  // and only a shard that went away.
+  // and only a shard that went away or asks for the call again (ABORTED: it
+  // dropped lost workers and reopened the step, --on_worker_loss=shrink).
   const absl::Duration budget =
       join_budget.value_or(options_.server_loss_timeout);
   const char* budget_flag =
       join_budget.has_value() ? "--join_timeout_s" : "--server_loss_timeout_s";
   const RetryRule retry = [&](uint32_t shard, const absl::Status& status) {
-    return join_budget.has_value() ? net::IsTransient(status)
-                                   : ShardLost(shard, status);
+    return join_budget.has_value()
+               ? net::IsTransient(status)
+               : absl::IsAborted(status) || ShardLost(shard, status);
   };
   std::optional<net::Backoff> backoff;
   if (join_budget.has_value()) backoff.emplace(budget, kFirstBackoff, kMaxBackoff);

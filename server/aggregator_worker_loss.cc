@@ -1,0 +1,95 @@
+// The shard's side of --on_worker_loss (server/worker_loss.h): finding the
+// workers the open step's barrier has waited worker_loss_timeout for, and
+// stopping the run or going on without them.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/aggregator.h"
+
+namespace tern::server {
+
+void Aggregator::HandleWorkerLoss(absl::Time now, core::Deferred* deferred) {
+  if (run_ == nullptr || !all_joined_ || !failed_.ok() || !closed_.ok()) {
+    return;
+  }
+  // The open barrier: scaler sharing until the step's scalers are shared
+  // (on a shard with TernGrad chunks), then the pushes.
+  const bool sharing =
+      !run_->scaler_chunks.empty() && scalers_.shared() == nullptr;
+  const core::StragglerWatch& watch = sharing ? share_watch_ : push_watch_;
+  if (watch.Waited(now) < options_.worker_loss_timeout) return;
+  std::vector<uint32_t> lost;
+  std::vector<bool> present(options_.num_workers, true);
+  for (uint32_t worker = 0; worker < options_.num_workers; ++worker) {
+    if (!active_.active(worker)) continue;
+    const core::ArrivalSet::State state =
+        sharing ? scalers_.state(worker) : pushes_.pushed.state(worker);
+    // A push still being added is not lost; the next sweep looks again.
+    if (state == core::ArrivalSet::State::kInFlight) return;
+    if (state == core::ArrivalSet::State::kAbsent) {
+      lost.push_back(worker);
+      present[worker] = false;
+    }
+  }
+  if (lost.empty()) return;
+  const std::string what =
+      absl::StrCat("step ", step_, ": ", core::NameMissing(present),
+                   " lost: no ", sharing ? "scalers" : "push", " within ",
+                   absl::FormatDuration(options_.worker_loss_timeout),
+                   " of the first worker's (--worker_loss_timeout_s)");
+  if (options_.on_worker_loss == WorkerLossPolicy::kStop ||
+      lost.size() >= active_.count()) {
+    FailRun(absl::FailedPreconditionError(absl::StrCat(
+                what, "; the run stops (--on_worker_loss=",
+                WorkerLossPolicyName(options_.on_worker_loss), ")")),
+            deferred);
+    return;
+  }
+  logger_->warn("{}; going on with {} of {} workers (--on_worker_loss=shrink)",
+                what, active_.count() - lost.size(), options_.num_workers);
+  DropWorkers(lost, sharing, deferred);
+}
+
+void Aggregator::DropWorkers(const std::vector<uint32_t>& lost, bool sharing,
+                             core::Deferred* deferred) {
+  std::vector<bool> present(options_.num_workers, true);
+  for (const uint32_t worker : lost) {
+    present[worker] = false;
+    active_.Drop(worker, step_);
+    SaveState([&](ShardStateWriter& state) {
+      return state.WorkerDropped(worker, step_);
+    });
+  }
+  // The step's sums were sized for the workers before: open them afresh
+  // over the remaining ones. Residuals are untouched: only Finish changes
+  // them.
+  for (const auto& chunk : run_->chunks) {
+    absl::MutexLock chunk_lock(&chunk->mu);
+    chunk->Open(run_->config.seed, step_, active_.count());
+  }
+  if (!sharing) {
+    // Pushes already added are gone with the old sums (an added push
+    // cannot be taken out of a codec's sum): their workers push again.
+    pushes_.pushed.Reset();
+    push_watch_.Reset();
+    pushes_.waiters.AnswerAll(
+        absl::AbortedError(absl::StrCat(
+            "step ", step_, ": ", core::NameMissing(present),
+            " dropped (--on_worker_loss=shrink); push step ", step_, " again")),
+        deferred);
+  }
+  active_.MarkDropped(&pushes_.pushed);
+  // Later steps' sharing counts them as sent; a sharing that waited only
+  // for them completes now.
+  for (const uint32_t worker : lost) scalers_.Drop(worker, step_, deferred);
+  if (scalers_.shared() != nullptr && scalers_saved_for_ != step_) {
+    scalers_saved_for_ = step_;
+    SaveState([&](ShardStateWriter& state) {
+      return state.ScalersShared(*scalers_.shared());
+    });
+  }
+}
+
+}  // namespace tern::server
