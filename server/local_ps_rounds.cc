@@ -1,12 +1,14 @@
 // The round queue for the synchronizer client thread (server/gs_link.h):
 // rounds built as local steps complete, the final round after the last
 // step, the registration the client sends first, and the GS's answers.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "server/local_ps.h"
@@ -22,6 +24,21 @@ uint64_t PayloadBytes(const std::vector<ChunkPayload>& chunks) {
   uint64_t bytes = 0;
   for (const ChunkPayload& chunk : chunks) bytes += PayloadBytes(chunk.payload);
   return bytes;
+}
+
+// "significance min 0.12 median 0.41 max 0.93": the spread the round's
+// chunks were filtered on, so that a log shows how far the threshold sits
+// from them (empty for a final round or a model of no chunks).
+std::string SignificanceSpread(const SyncRound& round, bool final) {
+  if (final || round.decisions.empty()) return "";
+  std::vector<double> values;
+  for (const ChunkDecision& d : round.decisions) {
+    values.push_back(d.significance);
+  }
+  std::sort(values.begin(), values.end());
+  return absl::StrFormat(", significance min %.3g median %.3g max %.3g",
+                         values.front(), values[values.size() / 2],
+                         values.back());
 }
 
 }  // namespace
@@ -145,11 +162,13 @@ absl::Status LocalPs::ApplyRoundAnswer(const SyncRound& sent,
   const bool final = final_ == Final::kSent && sent.round == final_round_;
   logger_->info(
       "round {}{} at step {}: sent {} of {} chunks, {} B up, {} B down, "
-      "g_thresh {:.4g}, lagging [{}], {} round(s) queued, {:.3f}s, checksum {}",
+      "g_thresh {:.4g}{}, lagging [{}], {} round(s) queued, {:.3f}s, "
+      "checksum {}",
       sent.round, final ? " (final, fp32)" : "", sent.local_step,
       sent.updates.size(), sent.decisions.size(), up, down, sent.g_thresh,
-      absl::StrJoin(answer.lagging, ","), to_send_.size(),
-      absl::ToDoubleSeconds(took), FormatChecksum(state_->Checksum()));
+      SignificanceSpread(sent, final), absl::StrJoin(answer.lagging, ","),
+      to_send_.size(), absl::ToDoubleSeconds(took),
+      FormatChecksum(state_->Checksum()));
   if (final) {
     final_ = Final::kDone;
     logger_->info(

@@ -8,9 +8,11 @@
 # Each run must show:
 #   - every worker exits 0; each LPS and the GS exit 0 on SIGTERM;
 #   - the loss falls (mean of the first quarter of steps vs the last);
-#   - both LPSs log one line per round and the final synchronization, with
-#     the same final checksum, and every worker's final JSONL record holds
-#     that checksum (its final weights are the LPS's, in fp32);
+#   - both LPSs log one line per round (chunks sent of all, threshold and
+#     the spread of the chunks' significances) and the final
+#     synchronization, with the same final checksum, and every worker's
+#     final JSONL record holds that checksum (its final weights are the
+#     LPS's, in fp32);
 #   - pushes are the size of the mode's encoding (2-bit codes + a scaler a
 #     chunk, or fp32), and the pulls of ternary weights are too (fp32 on
 #     the last step and on the steps a worker evaluates after);
@@ -138,6 +140,11 @@ run() {
   for d in 0 1; do
     grep -q "round 0 at step $SYNC_EVERY: sent" "$out/lps-$d.log" ||
       { show "$out/lps-$d.log"; fail "$mode: no line for round 0 in LPS $d"; }
+    # The round's record: chunks sent of all, threshold, and the spread of
+    # the significances the chunks were filtered on.
+    grep -Eq "round 1 at step $((2 * SYNC_EVERY)): sent [0-9]+ of [0-9]+ chunks, .*g_thresh [0-9.e-]+, significance min [0-9.e-]+ median [0-9.e-]+ max [0-9.e-]+," \
+      "$out/lps-$d.log" ||
+      { show "$out/lps-$d.log"; fail "$mode: round 1 of LPS $d logs no significance spread"; }
     grep -q "(final, fp32)" "$out/lps-$d.log" ||
       { show "$out/lps-$d.log"; fail "$mode: no final round in LPS $d"; }
   done
