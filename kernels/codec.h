@@ -9,6 +9,7 @@
 #define TERN_KERNELS_CODEC_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ struct EncodeContext {
   // The scaler to quantize with. For TernGrad this is the shared scaler
   // s_k = max_i s_ik; a value <= 0 means "use my own local scaler".
   float scaler = 0.0f;
+  // TernGrad with ClipRule::kWorker: this worker's own clip bound s_ik of
+  // the chunk (LocalScaler), which the caller computed already for the
+  // scaler exchange. NaN means "not given": the codec computes it from the
+  // values.
+  float clip_bound = std::numeric_limits<float>::quiet_NaN();
   // A threshold chosen outside the chunk: the dropping codec's global
   // threshold over the whole gradient (DropScope::kGlobal). A value <= 0
   // means "select my own from this chunk".

@@ -141,7 +141,7 @@ void QuantizePackStage(benchmark::State& state, Layout layout) {
 
 #if TERN_KERNELS_X86
 // One SIMD variant alone, to show what each instruction set buys.
-using TwoBitKernel = size_t (*)(const float*, size_t, uint32_t, float,
+using TwoBitKernel = size_t (*)(const float*, size_t, uint32_t, float, float,
                                 const RandomStream&, uint8_t*);
 
 void TwoBitVariant(benchmark::State& state, TwoBitKernel kernel,
@@ -154,7 +154,8 @@ void TwoBitVariant(benchmark::State& state, TwoBitKernel kernel,
   const std::vector<float> g = Gradient(n, 0);
   std::vector<uint8_t> out(n / 4 + 1, 0);
   for (auto _ : state) {
-    const size_t done = kernel(g.data(), n, 0, 0.01f, kStream, out.data());
+    const size_t done =
+        kernel(g.data(), n, 0, 0.01f, 0.01f, kStream, out.data());
     benchmark::DoNotOptimize(done);
     benchmark::ClobberMemory();
   }

@@ -21,9 +21,27 @@ enum class DropScope : uint32_t {
   kPerTensor = 1,
 };
 
+// Where TernGrad clips a worker's gradient before ternarizing it with the
+// shared scaler s_k = max_i s_ik (kernels/ternary_math.h, Ternarize).
+enum class ClipRule : uint32_t {
+  // At the worker's own bound s_ik = min(clip * sigma_i, max|g_i|) of the
+  // chunk: p = min(|g|, s_ik) / s_k (Wen et al. 2017, Sec. 3.3: each worker
+  // clips its own gradient at c * sigma_i).
+  kWorker = 0,
+  // At the shared scaler: p = min(|g|, s_k) / s_k, so a worker whose own
+  // bound is below s_k is not clipped at it (tern before issue 18).
+  kShared = 1,
+};
+
+// The flag spelling of a ClipRule ("worker", "shared").
+constexpr const char* ClipRuleName(ClipRule rule) {
+  return rule == ClipRule::kShared ? "shared" : "worker";
+}
+
 struct CodecOptions {
   CodecId id = CodecId::kTernGrad;
-  // TernGrad: clipping at clip * sigma (0 disables clipping).
+  // TernGrad: clipping at clip * sigma (0 disables clipping); whose sigma
+  // clips is clip_rule, below.
   float clip = 2.5f;
   // kUnspecified picks the codec's default (TERNARY_2BIT / SUM_BITS for
   // TernGrad, RAW for fp32 and fp16, the one layout of the others).
@@ -56,6 +74,10 @@ struct CodecOptions {
   // qsgd (Alistarh et al. 2017): s levels per sign and the bucket size.
   uint32_t qsgd_levels = 16;
   uint32_t qsgd_bucket = 512;
+  // TernGrad: whose bound clips a gradient ternarized with the shared
+  // scaler (last, so that positional initializers of the fields above stay
+  // valid).
+  ClipRule clip_rule = ClipRule::kWorker;
 };
 
 }  // namespace tern::kernels

@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
     case CodecId::kTernGrad: {
       TernGradOptions terngrad;
       terngrad.clip = options.clip;
+      terngrad.clip_rule = options.clip_rule;
       if (options.push_layout != Layout::kUnspecified) {
         terngrad.push_layout = options.push_layout;
       }

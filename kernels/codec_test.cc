@@ -176,8 +176,10 @@ TEST(TernGradCodecTest, UsesTheSharedScalerWhenGiven) {
   const std::vector<float> g = Gradient(1000, 4);
   const Payload shared = Encode(*codec, g, Context(1, 0.05f));
   EXPECT_EQ(shared.scalers, std::vector<float>{0.05f});
+  // Clipped at the worker's own bound s_ik (ClipRule::kWorker, the default).
+  const float own = LocalScaler(ComputeStats(g), 2.5f);
   std::vector<uint8_t> want(PackedTernaryBytes(g.size(), Layout::kTernary2Bit));
-  QuantizePack(g, 0.05f, Context(1).stream, Layout::kTernary2Bit,
+  QuantizePack(g, own, 0.05f, Context(1).stream, Layout::kTernary2Bit,
                absl::MakeSpan(want));
   EXPECT_EQ(shared.data, std::string(want.begin(), want.end()));
   // <= 0 means "my own": the local scaler, which differs here.
@@ -185,6 +187,75 @@ TEST(TernGradCodecTest, UsesTheSharedScalerWhenGiven) {
   EXPECT_EQ(local.scalers[0], LocalScaler(ComputeStats(g), 2.5f));
   EXPECT_NE(local.scalers[0], 0.05f);
   EXPECT_EQ(Encode(*codec, g, Context(1, -1.0f)).scalers, local.scalers);
+}
+
+// Issue 18 (Wen et al. 2017, Sec. 3.3): a worker whose own bound s_ik =
+// c * sigma_i is below the shared scaler s_k clips at s_ik, so a value above
+// s_ik is sent with probability s_ik / s_k, never always; the shared rule
+// (tern before) clipped at s_k and sent every value above s_k.
+TEST(TernGradCodecTest, ClipsAtTheWorkersOwnBoundBelowTheSharedScaler) {
+  std::vector<float> g = Gradient(20000, 18);  // sigma ~ 0.01
+  // 100 outliers far above this worker's own bound (and above s_k).
+  for (size_t i = 0; i < g.size(); i += 200) g[i] = i % 400 ? 1.0f : -1.0f;
+  const float own = LocalScaler(ComputeStats(g), 2.5f);
+  const float shared = 4 * own;  // another worker's larger bound
+  ASSERT_LT(shared, 1.0f);
+  const std::unique_ptr<Codec> codec = Make(CodecId::kTernGrad);
+  EncodeContext context = Context(1, shared);
+  const Payload given = Encode(*codec, g, context);
+  EXPECT_EQ(given.scalers, std::vector<float>{shared});
+  std::vector<int8_t> codes(g.size());
+  ASSERT_TRUE(
+      UnpackTernary(absl::Span<const uint8_t>(
+                        reinterpret_cast<const uint8_t*>(given.data.data()),
+                        given.data.size()),
+                    g.size(), Layout::kTernary2Bit, absl::MakeSpan(codes))
+          .ok());
+  // Every code is Ternarize's with p = min(|g|, s_ik) / s_k, bit for bit.
+  for (size_t i = 0; i < g.size(); ++i) {
+    const PhiloxCounter words =
+        RandomWords(context.stream, static_cast<uint32_t>(i / 4));
+    ASSERT_EQ(codes[i], Ternarize(g[i], own, shared, words.v[i % 4]))
+        << "element " << i;
+  }
+  // The outliers are sent with probability s_ik / s_k = 1/4 (the shared
+  // rule sent every one of them), always with their sign.
+  int sent = 0;
+  for (size_t i = 0; i < g.size(); i += 200) {
+    if (codes[i] == 0) continue;
+    ++sent;
+    EXPECT_EQ(codes[i], g[i] > 0 ? 1 : -1);
+  }
+  EXPECT_NEAR(sent / 100.0, 0.25, 0.13);
+  // The caller's s_ik (context.clip_bound) gives the same bytes.
+  context.clip_bound = own;
+  EXPECT_EQ(Encode(*codec, g, context).data, given.data);
+  // ClipRule::kShared keeps the old rule: p = min(|g|, s_k) / s_k.
+  CodecOptions options;
+  options.clip_rule = ClipRule::kShared;
+  const std::unique_ptr<Codec> shared_rule = *MakeCodec(options);
+  std::vector<uint8_t> old(PackedTernaryBytes(g.size(), Layout::kTernary2Bit));
+  QuantizePack(g, shared, context.stream, Layout::kTernary2Bit,
+               absl::MakeSpan(old));
+  EXPECT_EQ(Encode(*shared_rule, g, context).data,
+            std::string(old.begin(), old.end()));
+  EXPECT_NE(given.data, std::string(old.begin(), old.end()));
+}
+
+TEST(TernGradCodecTest, RejectsABadClipBoundOrRule) {
+  const std::unique_ptr<Codec> codec = Make(CodecId::kTernGrad);
+  const std::vector<float> g = Gradient(10, 6);
+  for (const float bound : {-1.0f, std::numeric_limits<float>::infinity()}) {
+    EncodeContext context = Context(0, 0.05f);
+    context.clip_bound = bound;
+    absl::StatusOr<Payload> payload = codec->Encode(g, context);
+    EXPECT_EQ(payload.status().code(), absl::StatusCode::kInvalidArgument)
+        << bound;
+  }
+  CodecOptions options;
+  options.clip_rule = static_cast<ClipRule>(7);
+  EXPECT_EQ(MakeCodec(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TernGradCodecTest, ClipOptionChangesTheLocalScaler) {

@@ -36,30 +36,49 @@ inline constexpr float kMaxFiniteFloat = 3.40282346638528859812e+38f;
 inline constexpr uint32_t kStatsLanes = 16;
 inline constexpr uint32_t kStatsBlockSize = 4096;
 
-// Stochastic ternarization of one element (Wen et al. 2017, Sec. 3.1):
+// Stochastic ternarization of one element (Wen et al. 2017, Sec. 3.1, with
+// the per-worker gradient clipping of Sec. 3.3):
 //
-//   q = sign(g) * b,   b ~ Bernoulli(p),   p = min(|g|, s) / s.
+//   q = sign(g) * b,   b ~ Bernoulli(p),   p = min(|g|, c) / s,
 //
-// E[s * q] = sign(g) * min(|g|, s): the clipped gradient, so clipping at the
-// scaler (Sec. 3.3) is implicit. The Bernoulli draw compares the exact
-// uniform u = UniformFloat(word) in [0, 1) with p computed as one rounded
-// float division, so b = 1 exactly when u < p (and always when |g| >= s,
-// where p == 1).
+// s the scaler the code is decoded with (the shared s_k = max_i s_ik) and c
+// the clip bound. The paper clips worker i's gradient at its own
+// s_ik = min(c_0 * sigma_i, max|g_i|) before ternarizing with s_k
+// (ClipRule::kWorker: c = s_ik); clipping at the shared scaler
+// (ClipRule::kShared: c = s_k) is what tern did before. Either way
+// E[s * q] = sign(g) * min(|g|, c). ClipBound() resolves c once per chunk.
+// The Bernoulli draw compares the exact uniform u = UniformFloat(word) in
+// [0, 1) with p computed as one rounded float division, so b = 1 exactly
+// when u < p (and always when |g| >= c = s, where p == 1).
 //
 // Degenerate inputs give code 0: a NaN or infinite g (the worker checks the
 // chunk's statistics before encoding and decides what a non-finite gradient
-// means; the codec itself never turns garbage into +-s), and a scaler that
-// is not a positive finite number.
-TERN_HOST_DEVICE int Ternarize(float g, float scaler, uint32_t word) {
+// means; the codec itself never turns garbage into +-s), a scaler that is
+// not a positive finite number, and a clip bound that is not positive (or
+// is NaN).
+TERN_HOST_DEVICE int Ternarize(float g, float clip_bound, float scaler,
+                               uint32_t word) {
   const float a = g < 0.0f ? -g : g;
   if (!(a <= kMaxFiniteFloat) || !(scaler > 0.0f) ||
       !(scaler <= kMaxFiniteFloat)) {
     return 0;
   }
-  const float clipped = a < scaler ? a : scaler;
+  const float clipped = a < clip_bound ? a : clip_bound;
   const float p = clipped / scaler;
   if (!(UniformFloat(word) < p)) return 0;
   return g < 0.0f ? -1 : 1;
+}
+
+// Clipping at the scaler itself: Ternarize(g, scaler, scaler, word).
+TERN_HOST_DEVICE int Ternarize(float g, float scaler, uint32_t word) {
+  return Ternarize(g, scaler, scaler, word);
+}
+
+// The clip bound a chunk is ternarized with: min(clip_bound, scaler), so a
+// bound above the scaler (or +Inf, or NaN: "none") clips at the scaler and
+// p never exceeds 1.
+TERN_HOST_DEVICE float ClipBound(float clip_bound, float scaler) {
+  return clip_bound < scaler ? clip_bound : scaler;
 }
 
 // LAYOUT_TERNARY_2BIT field of a code: 00 = 0, 01 = +1, 10 = -1 (11 is

@@ -67,14 +67,23 @@ float LocalScaler(const ChunkStats& stats, float clip);
 // ceil(n / 5) for kTernaryBase3, 0 for any other layout.
 size_t PackedTernaryBytes(uint64_t num_elements, Layout layout);
 
-// Ternarizes `values` with `scaler` (Ternarize() in ternary_math.h, element
-// i drawing from (stream, i)) and packs the codes into `out` in `layout`
-// (kTernary2Bit or kTernaryBase3). Requires out.size() ==
-// PackedTernaryBytes(values.size(), layout). A scaler that is not a positive
-// finite number yields all-zero codes.
-void QuantizePack(absl::Span<const float> values, float scaler,
-                  const RandomStream& stream, Layout layout,
+// Ternarizes `values` with `scaler`, clipped at ClipBound(clip_bound,
+// scaler) (Ternarize() in ternary_math.h, element i drawing from (stream,
+// i)), and packs the codes into `out` in `layout` (kTernary2Bit or
+// kTernaryBase3). Requires out.size() == PackedTernaryBytes(values.size(),
+// layout). A scaler that is not a positive finite number, or a clip bound
+// that is not positive, yields all-zero codes.
+void QuantizePack(absl::Span<const float> values, float clip_bound,
+                  float scaler, const RandomStream& stream, Layout layout,
                   absl::Span<uint8_t> out);
+
+// Clipping at the scaler itself (ClipRule::kShared, or a worker's own
+// scaler): QuantizePack(values, scaler, scaler, stream, layout, out).
+inline void QuantizePack(absl::Span<const float> values, float scaler,
+                         const RandomStream& stream, Layout layout,
+                         absl::Span<uint8_t> out) {
+  QuantizePack(values, scaler, scaler, stream, layout, out);
+}
 
 // The codes in {-1, 0, +1} of a packed chunk of `num_elements` values.
 // Validates the length, every code and the padding; on error `codes` is

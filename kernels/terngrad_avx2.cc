@@ -28,11 +28,11 @@ struct Constants {
   __m256i m0, m1;
   __m256i keys[10][2];
   __m256i counter1, counter2, counter3;  // chunk, worker, step
-  __m256 scaler, abs_mask, max_finite, to_unit;
+  __m256 bound, scaler, abs_mask, max_finite, to_unit;
   __m256i one;
 };
 
-TERN_AVX2_INLINE Constants MakeConstants(float scaler,
+TERN_AVX2_INLINE Constants MakeConstants(float bound, float scaler,
                                          const RandomStream& stream) {
   Constants k;
   k.m0 = _mm256_set1_epi32(static_cast<int>(philox_internal::kM0));
@@ -48,6 +48,7 @@ TERN_AVX2_INLINE Constants MakeConstants(float scaler,
   k.counter1 = _mm256_set1_epi32(static_cast<int>(stream.chunk));
   k.counter2 = _mm256_set1_epi32(static_cast<int>(stream.worker));
   k.counter3 = _mm256_set1_epi32(static_cast<int>(stream.step));
+  k.bound = _mm256_set1_ps(bound);
   k.scaler = _mm256_set1_ps(scaler);
   k.abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   k.max_finite = _mm256_set1_ps(kMaxFiniteFloat);
@@ -131,7 +132,7 @@ TERN_AVX2_INLINE __m256i Keep(const Constants& k, __m256i word, __m256 g) {
   const __m256 u =
       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(word, 8)), k.to_unit);
   const __m256 a = _mm256_and_ps(g, k.abs_mask);
-  const __m256 p = _mm256_div_ps(_mm256_min_ps(a, k.scaler), k.scaler);
+  const __m256 p = _mm256_div_ps(_mm256_min_ps(a, k.bound), k.scaler);
   return _mm256_castps_si256(
       _mm256_and_ps(_mm256_cmp_ps(u, p, _CMP_LT_OQ),
                     _mm256_cmp_ps(a, k.max_finite, _CMP_LE_OQ)));
@@ -173,9 +174,9 @@ TERN_AVX2_INLINE __m256i Base3Bytes(const Constants& k, const Words& words,
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2"); }
 
 TERN_AVX2 size_t TwoBitAvx2(const float* values, size_t n, uint32_t first_group,
-                            float scaler, const RandomStream& stream,
-                            uint8_t* out) {
-  const Constants k = MakeConstants(scaler, stream);
+                            float bound, float scaler,
+                            const RandomStream& stream, uint8_t* out) {
+  const Constants k = MakeConstants(bound, scaler, stream);
   // After the packs below, 32-bit element e of the vector holds bytes
   // 4e' .. 4e'+3 for e' = this permutation of e.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -196,9 +197,10 @@ TERN_AVX2 size_t TwoBitAvx2(const float* values, size_t n, uint32_t first_group,
 }
 
 TERN_AVX2 size_t Base3DigitsAvx2(const float* values, size_t n,
-                                 uint32_t first_group, float scaler,
-                                 const RandomStream& stream, uint8_t* digits) {
-  const Constants k = MakeConstants(scaler, stream);
+                                 uint32_t first_group, float bound,
+                                 float scaler, const RandomStream& stream,
+                                 uint8_t* digits) {
+  const Constants k = MakeConstants(bound, scaler, stream);
   const size_t end = n / kSimdBlock * kSimdBlock;
   for (size_t i = 0; i < end; i += 64) {
     Words a, b;

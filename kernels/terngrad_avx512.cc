@@ -30,11 +30,11 @@ struct Constants {
   __m512i m0, m1;
   __m512i keys[10][2];
   __m512i counter1, counter2, counter3;  // chunk, worker, step
-  __m512 scaler, max_finite, to_unit;
+  __m512 bound, scaler, max_finite, to_unit;
   __m512i one;
 };
 
-TERN_AVX512_INLINE Constants MakeConstants(float scaler,
+TERN_AVX512_INLINE Constants MakeConstants(float bound, float scaler,
                                            const RandomStream& stream) {
   Constants k;
   k.m0 = _mm512_set1_epi32(static_cast<int>(philox_internal::kM0));
@@ -50,6 +50,7 @@ TERN_AVX512_INLINE Constants MakeConstants(float scaler,
   k.counter1 = _mm512_set1_epi32(static_cast<int>(stream.chunk));
   k.counter2 = _mm512_set1_epi32(static_cast<int>(stream.worker));
   k.counter3 = _mm512_set1_epi32(static_cast<int>(stream.step));
+  k.bound = _mm512_set1_ps(bound);
   k.scaler = _mm512_set1_ps(scaler);
   k.max_finite = _mm512_set1_ps(kMaxFiniteFloat);
   k.to_unit = _mm512_set1_ps(1.0f / 16777216.0f);
@@ -144,7 +145,7 @@ TERN_AVX512_INLINE __mmask16 Keep(const Constants& k, __m512i word, __m512i g) {
       _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(word, 8)), k.to_unit);
   const __m512 a =
       _mm512_castsi512_ps(_mm512_and_si512(g, _mm512_set1_epi32(0x7FFFFFFF)));
-  const __m512 p = _mm512_div_ps(_mm512_min_ps(a, k.scaler), k.scaler);
+  const __m512 p = _mm512_div_ps(_mm512_min_ps(a, k.bound), k.scaler);
   return _mm512_cmp_ps_mask(u, p, _CMP_LT_OQ) &
          _mm512_cmp_ps_mask(a, k.max_finite, _CMP_LE_OQ);
 }
@@ -188,9 +189,9 @@ TERN_AVX512_INLINE void StoreBase3Digits(const Constants& k, const Words& words,
 bool CpuHasAvx512() { return __builtin_cpu_supports("avx512f"); }
 
 TERN_AVX512 size_t TwoBitAvx512(const float* values, size_t n,
-                                uint32_t first_group, float scaler,
+                                uint32_t first_group, float bound, float scaler,
                                 const RandomStream& stream, uint8_t* out) {
-  const Constants k = MakeConstants(scaler, stream);
+  const Constants k = MakeConstants(bound, scaler, stream);
   const size_t end = n / kSimdBlock * kSimdBlock;
   for (size_t i = 0; i < end; i += 128) {
     Words a, b;
@@ -204,10 +205,10 @@ TERN_AVX512 size_t TwoBitAvx512(const float* values, size_t n,
 }
 
 TERN_AVX512 size_t Base3DigitsAvx512(const float* values, size_t n,
-                                     uint32_t first_group, float scaler,
-                                     const RandomStream& stream,
+                                     uint32_t first_group, float bound,
+                                     float scaler, const RandomStream& stream,
                                      uint8_t* digits) {
-  const Constants k = MakeConstants(scaler, stream);
+  const Constants k = MakeConstants(bound, scaler, stream);
   const size_t end = n / kSimdBlock * kSimdBlock;
   for (size_t i = 0; i < end; i += 128) {
     Words a, b;

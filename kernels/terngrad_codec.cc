@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -115,6 +116,12 @@ absl::StatusOr<std::unique_ptr<TernGradCodec>> TernGradCodec::Create(
     return absl::InvalidArgumentError(absl::StrFormat(
         "terngrad clip is %g, want a finite value >= 0", options.clip));
   }
+  if (options.clip_rule != ClipRule::kWorker &&
+      options.clip_rule != ClipRule::kShared) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("terngrad clip_rule %d is unknown",
+                        static_cast<uint32_t>(options.clip_rule)));
+  }
   if (!IsPushLayout(options.push_layout)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "terngrad push layout %s, want TERNARY_2BIT or TERNARY_BASE3",
@@ -140,8 +147,19 @@ absl::StatusOr<Payload> TernGradCodec::Encode(
     return absl::InvalidArgumentError(
         absl::StrFormat("terngrad scaler %g is not finite", scaler));
   }
+  // The bound this worker's gradient is clipped at (Wen et al. 2017, Sec.
+  // 3.3): its own s_ik, below or at the shared s_k; +Inf clips at s_k.
+  float clip_bound = std::numeric_limits<float>::infinity();
   if (!(scaler > 0.0f)) {
     scaler = LocalScaler(ComputeStats(values), options_.clip);
+  } else if (options_.clip_rule == ClipRule::kWorker) {
+    clip_bound = context.clip_bound;
+    if (std::isnan(clip_bound)) {
+      clip_bound = LocalScaler(ComputeStats(values), options_.clip);
+    } else if (!(clip_bound >= 0.0f) || std::isinf(clip_bound)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "terngrad clip bound %g is not a finite value >= 0", clip_bound));
+    }
   }
   Payload payload;
   payload.codec = CodecId::kTernGrad;
@@ -149,7 +167,7 @@ absl::StatusOr<Payload> TernGradCodec::Encode(
   payload.num_elements = values.size();
   payload.num_summands = 1;
   payload.scalers = {scaler};
-  QuantizePack(values, scaler, context.stream, options_.push_layout,
+  QuantizePack(values, clip_bound, scaler, context.stream, options_.push_layout,
                ResizeData(&payload, PackedTernaryBytes(values.size(),
                                                        options_.push_layout)));
   return payload;

@@ -10,12 +10,16 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/codec.h"
+#include "kernels/codec_options.h"
 
 namespace tern::kernels {
 
 struct TernGradOptions {
   // Clipping at clip * sigma for the local scaler (Sec. 3.3); 0 disables it.
   float clip = 2.5f;
+  // Whose bound clips a gradient ternarized with a shared scaler: the
+  // worker's own s_ik (the paper) or the shared s_k.
+  ClipRule clip_rule = ClipRule::kWorker;
   // kTernary2Bit or kTernaryBase3.
   Layout push_layout = Layout::kTernary2Bit;
   // kSumBits or kSumRadix.
@@ -37,10 +41,14 @@ class TernGradCodec final : public Codec {
   const TernGradOptions& options() const { return options_; }
 
   // Quantizes with context.scaler when it is > 0 (the shared scaler s_k),
-  // else with the local scaler min(clip * sigma, max|g|) of `values`
-  // (non-finite values left out of both; they encode as code 0). The payload
-  // carries the scaler used: scalers = {s}. INVALID_ARGUMENT for a
-  // non-finite context scaler or more than kMaxTernaryElements values.
+  // else with the local scaler s_ik = min(clip * sigma, max|g|) of `values`
+  // (non-finite values left out of both; they encode as code 0). With a
+  // shared scaler, ClipRule::kWorker clips at s_ik (context.clip_bound, or
+  // computed here when that is NaN): p = min(|g|, s_ik) / s_k (Wen et al.
+  // 2017, Sec. 3.3); ClipRule::kShared clips at s_k. The payload carries the
+  // scaler used: scalers = {s}. INVALID_ARGUMENT for a non-finite context
+  // scaler, a negative or infinite context clip bound, or more than
+  // kMaxTernaryElements values.
   absl::StatusOr<Payload> Encode(absl::Span<const float> values,
                                  const EncodeContext& context) const override;
 

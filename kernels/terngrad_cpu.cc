@@ -51,64 +51,67 @@ bool UsableScaler(float scaler) {
 // group of four; `begin` is a multiple of 4. `emit(i, code)` receives each.
 template <typename Emit>
 void TernarizeScalar(const float* values, uint64_t begin, uint64_t end,
-                     float scaler, const RandomStream& stream, Emit&& emit) {
+                     float bound, float scaler, const RandomStream& stream,
+                     Emit&& emit) {
   for (uint64_t i = begin; i < end; i += 4) {
     const PhiloxCounter words =
         RandomWords(stream, static_cast<uint32_t>(i / 4));
     const uint64_t count = std::min<uint64_t>(4, end - i);
     for (uint64_t j = 0; j < count; ++j) {
-      emit(i + j, Ternarize(values[i + j], scaler, words.v[j]));
+      emit(i + j, Ternarize(values[i + j], bound, scaler, words.v[j]));
     }
   }
 }
 
 // The widest SIMD variant this CPU runs; each handles a multiple of
 // simd::kSimdBlock elements from the start and returns how many.
-size_t TwoBitSimd(const float* values, size_t n, float scaler,
+size_t TwoBitSimd(const float* values, size_t n, float bound, float scaler,
                   const RandomStream& stream, uint8_t* out) {
 #if TERN_KERNELS_X86
   if (simd::CpuHasAvx512()) {
-    return simd::TwoBitAvx512(values, n, 0, scaler, stream, out);
+    return simd::TwoBitAvx512(values, n, 0, bound, scaler, stream, out);
   }
   if (simd::CpuHasAvx2()) {
-    return simd::TwoBitAvx2(values, n, 0, scaler, stream, out);
+    return simd::TwoBitAvx2(values, n, 0, bound, scaler, stream, out);
   }
-  return simd::TwoBitSse2(values, n, 0, scaler, stream, out);
+  return simd::TwoBitSse2(values, n, 0, bound, scaler, stream, out);
 #else
   return 0;
 #endif
 }
 
 size_t Base3DigitsSimd(const float* values, size_t n, uint32_t first_group,
-                       float scaler, const RandomStream& stream,
+                       float bound, float scaler, const RandomStream& stream,
                        uint8_t* digits) {
 #if TERN_KERNELS_X86
   if (simd::CpuHasAvx512()) {
-    return simd::Base3DigitsAvx512(values, n, first_group, scaler, stream,
-                                   digits);
+    return simd::Base3DigitsAvx512(values, n, first_group, bound, scaler,
+                                   stream, digits);
   }
   if (simd::CpuHasAvx2()) {
-    return simd::Base3DigitsAvx2(values, n, first_group, scaler, stream,
+    return simd::Base3DigitsAvx2(values, n, first_group, bound, scaler, stream,
                                  digits);
   }
-  return simd::Base3DigitsSse2(values, n, first_group, scaler, stream, digits);
+  return simd::Base3DigitsSse2(values, n, first_group, bound, scaler, stream,
+                               digits);
 #else
   return 0;
 #endif
 }
 
-void QuantizeTwoBit(absl::Span<const float> values, float scaler,
+void QuantizeTwoBit(absl::Span<const float> values, float bound, float scaler,
                     const RandomStream& stream, uint8_t* out) {
   const size_t n = values.size();
-  const size_t done = TwoBitSimd(values.data(), n, scaler, stream, out);
+  const size_t done = TwoBitSimd(values.data(), n, bound, scaler, stream, out);
   // The SIMD part ends on a byte boundary; the last byte's unused fields
   // stay zero.
   const size_t rest = PackedTernaryBytes(n, Layout::kTernary2Bit) - done / 4;
   if (rest > 0) std::memset(out + done / 4, 0, rest);
-  TernarizeScalar(
-      values.data(), done, n, scaler, stream, [out](uint64_t i, int code) {
-        out[i / 4] |= static_cast<uint8_t>(TwoBitField(code) << (2 * (i % 4)));
-      });
+  TernarizeScalar(values.data(), done, n, bound, scaler, stream,
+                  [out](uint64_t i, int code) {
+                    out[i / 4] |= static_cast<uint8_t>(TwoBitField(code)
+                                                       << (2 * (i % 4)));
+                  });
 }
 
 // d0 + 3 d1 + 9 d2 + 27 d3 + 81 d4 for the five digit bytes at `digits`,
@@ -121,7 +124,7 @@ inline uint8_t PackFiveDigits(const uint8_t* digits) {
   return static_cast<uint8_t>((LoadLE64(digits) * kWeights) >> 32);
 }
 
-void QuantizeBase3(absl::Span<const float> values, float scaler,
+void QuantizeBase3(absl::Span<const float> values, float bound, float scaler,
                    const RandomStream& stream, uint8_t* out) {
   // Digits are made a tile at a time into a buffer that stays in L1. A tile
   // is a multiple of 5 (whole bytes) and of the SIMD block.
@@ -134,10 +137,10 @@ void QuantizeBase3(absl::Span<const float> values, float scaler,
   for (size_t begin = 0; begin < n; begin += kTile) {
     const size_t len = std::min(kTile, n - begin);
     const size_t done = Base3DigitsSimd(values.data() + begin, len,
-                                        static_cast<uint32_t>(begin / 4),
+                                        static_cast<uint32_t>(begin / 4), bound,
                                         scaler, stream, digits);
-    TernarizeScalar(values.data(), begin + done, begin + len, scaler, stream,
-                    [&digits, begin](uint64_t i, int code) {
+    TernarizeScalar(values.data(), begin + done, begin + len, bound, scaler,
+                    stream, [&digits, begin](uint64_t i, int code) {
                       digits[i - begin] =
                           static_cast<uint8_t>(Base3Digit(code));
                     });
@@ -379,19 +382,22 @@ size_t PackedTernaryBytes(uint64_t num_elements, Layout layout) {
   }
 }
 
-void QuantizePack(absl::Span<const float> values, float scaler,
-                  const RandomStream& stream, Layout layout,
+void QuantizePack(absl::Span<const float> values, float clip_bound,
+                  float scaler, const RandomStream& stream, Layout layout,
                   absl::Span<uint8_t> out) {
   TERN_KERNEL_CHECK(layout == Layout::kTernary2Bit ||
                     layout == Layout::kTernaryBase3);
   TERN_KERNEL_CHECK(values.size() <= kMaxTernaryElements);
   TERN_KERNEL_CHECK(out.size() == PackedTernaryBytes(values.size(), layout));
-  if (!UsableScaler(scaler)) {
+  // Ternarize() gives code 0 everywhere for these, and the SIMD loops
+  // assume 0 < bound <= scaler < Inf.
+  const float bound = ClipBound(clip_bound, scaler);
+  if (!UsableScaler(scaler) || !(bound > 0.0f)) {
     FillZeroCodes(values.size(), layout, out);
   } else if (layout == Layout::kTernary2Bit) {
-    QuantizeTwoBit(values, scaler, stream, out.data());
+    QuantizeTwoBit(values, bound, scaler, stream, out.data());
   } else {
-    QuantizeBase3(values, scaler, stream, out.data());
+    QuantizeBase3(values, bound, scaler, stream, out.data());
   }
 }
 

@@ -145,9 +145,9 @@ absl::StatusOr<CudaLaunchTable<cuda::QuantizeChunk>> PlanCudaQuantize(
       return OutOfRange(i, "payload bytes", chunk.packed_offset, bytes,
                         packed_size);
     }
-    table.chunks.push_back(cuda::QuantizeChunk{chunk.offset, chunk.count,
-                                               chunk.packed_offset,
-                                               chunk.scaler, chunk.key});
+    table.chunks.push_back(cuda::QuantizeChunk{
+        chunk.offset, chunk.count, chunk.packed_offset, chunk.scaler,
+        ClipBound(chunk.clip_bound, chunk.scaler), chunk.key});
     counts.push_back(chunk.count);
     outputs.push_back(
         OutputRange{chunk.packed_offset, chunk.packed_offset + bytes, i});

@@ -10,7 +10,8 @@
 //                     tree (terngrad_tile_cuda.h), so moments agree with
 //                     the CPU to ~1e-16 relative and max_abs exactly.
 //   QuantizePack      Ternarize and pack (TERNARY_2BIT / TERNARY_BASE3),
-//                     bit-identical with QuantizePack.
+//                     with each chunk's clip bound, bit-identical with
+//                     QuantizePack.
 //   SumTernaryPushes  the integer sums of N pushes, equal to N
 //                     AccumulateTernary calls on zeroed sums.
 //   DecodeSums        a pull (SUM_BITS / SUM_RADIX) to floats,
@@ -34,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,13 +65,16 @@ struct CudaStatsChunk {
 
 // A chunk to ternarize: values[offset, offset + count) into
 // packed[packed_offset, packed_offset + PackedTernaryBytes(count, layout)),
-// with the (shared) scaler, drawing from the stream with chunk = key.
+// with the (shared) scaler and clipped at ClipBound(clip_bound, scaler) (the
+// worker's own s_ik under ClipRule::kWorker; +Inf clips at the scaler),
+// drawing from the stream with chunk = key.
 struct CudaEncodeChunk {
   uint32_t key = 0;
   uint64_t offset = 0;
   uint64_t count = 0;
   uint64_t packed_offset = 0;
   float scaler = 0.0f;
+  float clip_bound = std::numeric_limits<float>::infinity();
 };
 
 // A chunk of pushes or of a pull: `count` elements whose payload is at

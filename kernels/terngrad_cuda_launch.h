@@ -83,6 +83,7 @@ struct QuantizeChunk {
   uint64_t count;
   uint64_t packed_offset;  // first byte of the chunk's payload
   float scaler;
+  float bound;   // ClipBound(clip bound, scaler): Ternarize's clip
   uint32_t key;  // RandomStream::chunk
 };
 

@@ -251,8 +251,10 @@ __global__ void __launch_bounds__(kThreads)
   stream.chunk = chunk.key;
   stream.worker = worker;
   const uint32_t word =
-      kBase3 ? tile::Base3Word(v, first, chunk.count, chunk.scaler, stream)
-             : tile::TwoBitWord(v, first, chunk.count, chunk.scaler, stream);
+      kBase3 ? tile::Base3Word(v, first, chunk.count, chunk.bound, chunk.scaler,
+                               stream)
+             : tile::TwoBitWord(v, first, chunk.count, chunk.bound,
+                                chunk.scaler, stream);
   const uint64_t bytes =
       kBase3 ? tile::Base3Bytes(chunk.count) : tile::TwoBitBytes(chunk.count);
   tile::StoreWordLE(packed + chunk.packed_offset, 4 * t, bytes, word);

@@ -262,12 +262,14 @@ class TernGradCudaTest : public ::testing::Test {
 
   // Quantizes every chunk on the GPU (packed one after the other from byte
   // `packed_first`) and compares each chunk's bytes with the CPU. Returns
-  // the device payload buffer and the chunk table.
+  // the device payload buffer and the chunk table. `clip_bounds` (one per
+  // chunk, or empty: clip at the scaler) are the workers' own bounds of
+  // ClipRule::kWorker.
   std::pair<DeviceArray<uint8_t>, std::vector<CudaEncodeChunk>> CheckQuantize(
       const DeviceArray<float>& device, const std::vector<float>& values,
       const FlatChunks& flat, const std::vector<float>& scalers,
       const RandomStream& stream, Layout layout, uint64_t packed_first,
-      const std::string& where) {
+      const std::string& where, const std::vector<float>& clip_bounds = {}) {
     std::vector<CudaEncodeChunk> chunks;
     uint64_t packed_size = packed_first;
     for (size_t c = 0; c < flat.counts.size(); ++c) {
@@ -276,6 +278,7 @@ class TernGradCudaTest : public ::testing::Test {
                         .count = flat.counts[c],
                         .packed_offset = packed_size,
                         .scaler = scalers[c]});
+      if (!clip_bounds.empty()) chunks.back().clip_bound = clip_bounds[c];
       packed_size += PackedTernaryBytes(flat.counts[c], layout);
     }
     // Poisoned, so bytes the kernel fails to write show up.
@@ -295,7 +298,8 @@ class TernGradCudaTest : public ::testing::Test {
       std::vector<uint8_t> cpu(PackedTernaryBytes(flat.counts[c], layout));
       QuantizePack(
           absl::MakeConstSpan(values).subspan(flat.offsets[c], flat.counts[c]),
-          scalers[c], chunk_stream, layout, absl::MakeSpan(cpu));
+          chunks[c].clip_bound, scalers[c], chunk_stream, layout,
+          absl::MakeSpan(cpu));
       const std::vector<uint8_t> got(
           gpu.begin() + chunks[c].packed_offset,
           gpu.begin() + chunks[c].packed_offset + cpu.size());
@@ -357,6 +361,28 @@ TEST_F(TernGradCudaTest, ManyChunksInOneLaunchMatchTheCpu) {
   const DeviceArray<float> device = Upload<float>(values);
   for (Layout layout : kPushLayouts) {
     CheckQuantize(device, values, flat, scalers, kStream, layout, 0, "multi");
+  }
+}
+
+// Issue 18: each chunk clipped at the worker's own bound s_ik under a larger
+// shared scaler (ClipRule::kWorker), plus degenerate bounds.
+TEST_F(TernGradCudaTest, WorkerClipBoundsMatchTheCpu) {
+  const FlatChunks flat = Lay(kChunkSizes, 1);
+  const std::vector<float> values = Gradient(flat.total, 18);
+  const std::vector<ChunkStats> stats = CheckStats(values, flat, "bounds");
+  ASSERT_EQ(stats.size(), flat.counts.size());
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float odd_bounds[] = {0.0f, -1.0f, std::nanf(""), kInf};
+  std::vector<float> scalers, bounds;
+  for (size_t c = 0; c < stats.size(); ++c) {
+    const float own = LocalScaler(stats[c], 2.5f);
+    scalers.push_back(3 * own + 1e-3f);
+    bounds.push_back(c % 2 == 1 ? odd_bounds[(c / 2) % 4] : own);
+  }
+  const DeviceArray<float> device = Upload<float>(values);
+  for (Layout layout : kPushLayouts) {
+    CheckQuantize(device, values, flat, scalers, kStream, layout, 0, "bounds",
+                  bounds);
   }
 }
 

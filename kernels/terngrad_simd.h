@@ -42,29 +42,33 @@ bool CpuHasAvx2();
 bool CpuHasAvx512();
 
 // The encoder loops take `values` starting at element 4 * first_group of
-// the chunk, a scaler that is positive and finite, and return how many
+// the chunk, a scaler that is positive and finite and a clip bound in
+// (0, scaler] (Ternarize(g, bound, scaler, word)), and return how many
 // leading elements they handled: a multiple of kSimdBlock (possibly 0, and
 // the same count for every variant). The caller finishes the rest with the
 // scalar code.
 //
 // Two-bit: writes one byte per 4 elements (LAYOUT_TERNARY_2BIT).
 size_t TwoBitSse2(const float* values, size_t n, uint32_t first_group,
-                  float scaler, const RandomStream& stream, uint8_t* out);
+                  float bound, float scaler, const RandomStream& stream,
+                  uint8_t* out);
 size_t TwoBitAvx2(const float* values, size_t n, uint32_t first_group,
-                  float scaler, const RandomStream& stream, uint8_t* out);
+                  float bound, float scaler, const RandomStream& stream,
+                  uint8_t* out);
 size_t TwoBitAvx512(const float* values, size_t n, uint32_t first_group,
-                    float scaler, const RandomStream& stream, uint8_t* out);
+                    float bound, float scaler, const RandomStream& stream,
+                    uint8_t* out);
 
 // Base-3: writes one digit (code + 1, in {0, 1, 2}) per element, for the
 // caller to pack five to a byte.
 size_t Base3DigitsSse2(const float* values, size_t n, uint32_t first_group,
-                       float scaler, const RandomStream& stream,
+                       float bound, float scaler, const RandomStream& stream,
                        uint8_t* digits);
 size_t Base3DigitsAvx2(const float* values, size_t n, uint32_t first_group,
-                       float scaler, const RandomStream& stream,
+                       float bound, float scaler, const RandomStream& stream,
                        uint8_t* digits);
 size_t Base3DigitsAvx512(const float* values, size_t n, uint32_t first_group,
-                         float scaler, const RandomStream& stream,
+                         float bound, float scaler, const RandomStream& stream,
                          uint8_t* digits);
 
 // LAYOUT_SUM_BITS decode for widths of at most 8 bits (N <= 127): writes

@@ -22,11 +22,11 @@ struct Constants {
   __m128i m0, m1;
   __m128i keys[10][2];
   __m128i counter1, counter2, counter3;  // chunk, worker, step
-  __m128 scaler, abs_mask, max_finite, to_unit;
+  __m128 bound, scaler, abs_mask, max_finite, to_unit;
   __m128i one;
 };
 
-Constants MakeConstants(float scaler, const RandomStream& stream) {
+Constants MakeConstants(float bound, float scaler, const RandomStream& stream) {
   Constants k;
   k.m0 = _mm_set1_epi32(static_cast<int>(philox_internal::kM0));
   k.m1 = _mm_set1_epi32(static_cast<int>(philox_internal::kM1));
@@ -41,6 +41,7 @@ Constants MakeConstants(float scaler, const RandomStream& stream) {
   k.counter1 = _mm_set1_epi32(static_cast<int>(stream.chunk));
   k.counter2 = _mm_set1_epi32(static_cast<int>(stream.worker));
   k.counter3 = _mm_set1_epi32(static_cast<int>(stream.step));
+  k.bound = _mm_set1_ps(bound);
   k.scaler = _mm_set1_ps(scaler);
   k.abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
   k.max_finite = _mm_set1_ps(kMaxFiniteFloat);
@@ -119,7 +120,7 @@ inline __m128i Keep(const Constants& k, __m128i word, __m128 g) {
   const __m128 u =
       _mm_mul_ps(_mm_cvtepi32_ps(_mm_srli_epi32(word, 8)), k.to_unit);
   const __m128 a = _mm_and_ps(g, k.abs_mask);
-  const __m128 p = _mm_div_ps(_mm_min_ps(a, k.scaler), k.scaler);
+  const __m128 p = _mm_div_ps(_mm_min_ps(a, k.bound), k.scaler);
   return _mm_castps_si128(
       _mm_and_ps(_mm_cmplt_ps(u, p), _mm_cmple_ps(a, k.max_finite)));
 }
@@ -159,8 +160,9 @@ inline __m128i Base3Bytes(const Constants& k, const Words& words,
 }  // namespace
 
 size_t TwoBitSse2(const float* values, size_t n, uint32_t first_group,
-                  float scaler, const RandomStream& stream, uint8_t* out) {
-  const Constants k = MakeConstants(scaler, stream);
+                  float bound, float scaler, const RandomStream& stream,
+                  uint8_t* out) {
+  const Constants k = MakeConstants(bound, scaler, stream);
   const size_t end = n / kSimdBlock * kSimdBlock;
   for (size_t i = 0; i < end; i += 32) {
     Words a, b;
@@ -175,9 +177,9 @@ size_t TwoBitSse2(const float* values, size_t n, uint32_t first_group,
 }
 
 size_t Base3DigitsSse2(const float* values, size_t n, uint32_t first_group,
-                       float scaler, const RandomStream& stream,
+                       float bound, float scaler, const RandomStream& stream,
                        uint8_t* digits) {
-  const Constants k = MakeConstants(scaler, stream);
+  const Constants k = MakeConstants(bound, scaler, stream);
   const size_t end = n / kSimdBlock * kSimdBlock;
   for (size_t i = 0; i < end; i += 32) {
     Words a, b;

@@ -30,13 +30,16 @@ std::vector<float> Gradient(size_t n, uint32_t seed) {
 
 // The codes of `values` straight from the definition: element i uses word
 // i % 4 of RandomWords(stream, i / 4).
+// `bound` is the clip bound Ternarize gets (the scaler unless given).
 std::vector<int> ReferenceCodes(const std::vector<float>& values, float scaler,
-                                const RandomStream& stream) {
+                                const RandomStream& stream,
+                                float bound = std::nanf("")) {
+  if (std::isnan(bound)) bound = scaler;
   std::vector<int> codes(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     const PhiloxCounter words =
         RandomWords(stream, static_cast<uint32_t>(i / 4));
-    codes[i] = Ternarize(values[i], scaler, words.v[i % 4]);
+    codes[i] = Ternarize(values[i], bound, scaler, words.v[i % 4]);
   }
   return codes;
 }
@@ -72,6 +75,34 @@ TEST(TernarizeTest, FollowsTheDefinition) {
   EXPECT_EQ(Ternarize(-0.0f, s, 0), 0);
   EXPECT_EQ(Ternarize(5.0f, s, 0xFFFFFFFFu), 1);  // clipped: p = 1
   EXPECT_EQ(Ternarize(-5.0f, s, 0xFFFFFFFFu), -1);
+}
+
+// Wen et al. 2017, Sec. 3.3 (issue 18): a worker clips at its own bound c
+// below the shared scaler s, p = min(|g|, c) / s, so a value above c is
+// sent with probability c / s, not 1.
+TEST(TernarizeTest, ClipsAtTheWorkersOwnBound) {
+  const float s = 2.0f;
+  const uint32_t half = 0x80000000u;  // u = 0.5 exactly
+  const uint32_t quarter = 0x40000000u;
+  // c = 1: |g| = 5 gives p = 0.5, kept only for u < 0.5.
+  EXPECT_EQ(Ternarize(5.0f, 1.0f, s, half), 0);
+  EXPECT_EQ(Ternarize(5.0f, 1.0f, s, half - 256), 1);
+  EXPECT_EQ(Ternarize(-5.0f, 1.0f, s, half - 256), -1);
+  // Below the bound nothing changes: |g| = 0.5 gives p = 0.25.
+  EXPECT_EQ(Ternarize(0.5f, 1.0f, s, quarter), 0);
+  EXPECT_EQ(Ternarize(0.5f, 1.0f, s, quarter - 256), 1);
+  // A bound of 0 (an all-zero chunk of this worker) or below sends nothing.
+  EXPECT_EQ(Ternarize(5.0f, 0.0f, s, 0), 0);
+  EXPECT_EQ(Ternarize(5.0f, -1.0f, s, 0), 0);
+  EXPECT_EQ(Ternarize(5.0f, std::nanf(""), s, 0), 0);
+  // The three-argument form clips at the scaler.
+  EXPECT_EQ(Ternarize(5.0f, s, half), Ternarize(5.0f, s, s, half));
+  // ClipBound: min(c, s), with NaN and +Inf meaning "at the scaler".
+  EXPECT_EQ(ClipBound(1.0f, s), 1.0f);
+  EXPECT_EQ(ClipBound(3.0f, s), s);
+  EXPECT_EQ(ClipBound(std::numeric_limits<float>::infinity(), s), s);
+  EXPECT_EQ(ClipBound(std::nanf(""), s), s);
+  EXPECT_EQ(ClipBound(0.0f, s), 0.0f);
 }
 
 TEST(TernarizeTest, DegenerateInputsGiveZero) {
@@ -238,6 +269,37 @@ TEST_P(QuantizeTest, MatchesTheScalarDefinition) {
   EXPECT_EQ(Codes(packed, n, layout), ReferenceCodes(g, scaler, kStream));
 }
 
+// ClipRule::kWorker: the worker's own bound below the shared scaler.
+TEST_P(QuantizeTest, ClipBoundMatchesTheScalarDefinition) {
+  const auto [n, layout] = GetParam();
+  std::vector<float> g = Gradient(n, 13);
+  if (n > 40) {
+    g[33] = std::numeric_limits<float>::quiet_NaN();
+    g[36] = 100.0f;
+  }
+  const float scaler = 1.7f;
+  for (const float bound : {0.6f, 1e-30f, 1.7f}) {
+    std::vector<uint8_t> packed(PackedTernaryBytes(n, layout));
+    QuantizePack(g, bound, scaler, kStream, layout, absl::MakeSpan(packed));
+    EXPECT_EQ(Codes(packed, n, layout),
+              ReferenceCodes(g, scaler, kStream, bound))
+        << "bound " << bound;
+  }
+  // A bound above the scaler, +Inf or NaN clips at the scaler; 0 or less
+  // sends nothing.
+  const std::vector<uint8_t> at_scaler = Quantize(g, scaler, kStream, layout);
+  for (const float bound : {5.0f, std::numeric_limits<float>::infinity(),
+                            std::nanf(""), 0.0f, -1.0f}) {
+    std::vector<uint8_t> packed(PackedTernaryBytes(n, layout));
+    QuantizePack(g, bound, scaler, kStream, layout, absl::MakeSpan(packed));
+    if (bound > 0.0f || std::isnan(bound)) {
+      EXPECT_EQ(packed, at_scaler) << "bound " << bound;
+    } else {
+      EXPECT_EQ(Codes(packed, n, layout), std::vector<int>(n, 0));
+    }
+  }
+}
+
 TEST_P(QuantizeTest, IsDeterministicAndEachCodeDependsOnlyOnItsIndex) {
   const auto [n, layout] = GetParam();
   const std::vector<float> g = Gradient(n, 4);
@@ -373,6 +435,40 @@ TEST(UnbiasednessTest, MeanOverStepsConvergesToTheClippedGradient) {
   EXPECT_NEAR(z_squares / z_count, 1.0, 0.15);
 }
 
+// Wen et al. 2017, Sec. 3.3 (issue 18): with its own bound c below the
+// shared scaler s, a worker's s * q averages to sign(g) * min(|g|, c): the
+// gradient clipped at c, not at s. Today's shared-scaler rule would give
+// min(|g|, s) for the tails, which this rejects by many standard errors.
+TEST(UnbiasednessTest, WorkerBoundMeanConvergesToTheWorkerClippedGradient) {
+  constexpr int kEncodes = 4000;
+  const std::vector<float> g = Gradient(4099, 18);
+  const float s = 3.0f;  // the shared scaler, from another worker
+  const float c = LocalScaler(ComputeStats(g), 1.0f);  // ~1 sigma
+  ASSERT_LT(c, 0.5f * s);
+  std::vector<double> total(g.size(), 0.0);
+  for (int m = 0; m < kEncodes; ++m) {
+    RandomStream stream = kStream;
+    stream.step = static_cast<uint32_t>(m);
+    std::vector<uint8_t> packed(
+        PackedTernaryBytes(g.size(), Layout::kTernary2Bit));
+    QuantizePack(g, c, s, stream, Layout::kTernary2Bit, absl::MakeSpan(packed));
+    const std::vector<int> codes =
+        Codes(packed, g.size(), Layout::kTernary2Bit);
+    for (size_t i = 0; i < g.size(); ++i) total[i] += s * codes[i];
+  }
+  int beyond_c = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double clipped = std::max(-1.0 * c, std::min(1.0 * c, 1.0 * g[i]));
+    const double variance = s * std::fabs(clipped) - clipped * clipped;
+    const double mean = total[i] / kEncodes;
+    const double standard_error = std::sqrt(std::max(variance, 0.0) / kEncodes);
+    ASSERT_LE(std::fabs(mean - clipped), 6 * standard_error + 1e-9)
+        << "element " << i << " g=" << g[i];
+    if (std::fabs(g[i]) > 1.5 * c) ++beyond_c;
+  }
+  ASSERT_GT(beyond_c, 100);  // the test has tails to clip
+}
+
 TEST(UnbiasednessTest, Base3HasTheSameDistributionAsTwoBit) {
   // Same stream, same values: the codes are identical whatever the layout.
   const std::vector<float> g = Gradient(5000, 9);
@@ -387,17 +483,17 @@ TEST(UnbiasednessTest, Base3HasTheSameDistributionAsTwoBit) {
 
 #if TERN_KERNELS_X86
 
-using TwoBitKernel = size_t (*)(const float*, size_t, uint32_t, float,
+using TwoBitKernel = size_t (*)(const float*, size_t, uint32_t, float, float,
                                 const RandomStream&, uint8_t*);
 
 void CheckVariant(bool two_bit, TwoBitKernel kernel,
-                  const std::vector<float>& whole, float scaler) {
+                  const std::vector<float>& whole, float bound, float scaler) {
   constexpr uint32_t kFirstGroup = 1000;
   const size_t kCount = whole.size() - 4 * kFirstGroup;
-  const std::vector<int> want = ReferenceCodes(whole, scaler, kStream);
+  const std::vector<int> want = ReferenceCodes(whole, scaler, kStream, bound);
   std::vector<uint8_t> out(kCount, 0xEE);
   const size_t done = kernel(whole.data() + 4 * kFirstGroup, kCount,
-                             kFirstGroup, scaler, kStream, out.data());
+                             kFirstGroup, bound, scaler, kStream, out.data());
   ASSERT_EQ(done, kCount / simd::kSimdBlock * simd::kSimdBlock);
   for (size_t i = 0; i < done; ++i) {
     const int code = want[4 * kFirstGroup + i];
@@ -446,8 +542,11 @@ void CheckVariants(bool two_bit, TwoBitKernel kernel) {
   random[4005] = std::numeric_limits<float>::quiet_NaN();
   random[4006] = -std::numeric_limits<float>::infinity();
   random[4007] = 1e30f;
-  CheckVariant(two_bit, kernel, random, 0.9f);
-  CheckVariant(two_bit, kernel, ThresholdValues(n, kStream), 1.0f);
+  CheckVariant(two_bit, kernel, random, 0.9f, 0.9f);
+  CheckVariant(two_bit, kernel, ThresholdValues(n, kStream), 1.0f, 1.0f);
+  // A worker's own clip bound below the shared scaler (ClipRule::kWorker).
+  CheckVariant(two_bit, kernel, random, 0.3f, 0.9f);
+  CheckVariant(two_bit, kernel, random, 1e-30f, 0.9f);
 }
 
 TEST(SimdTest, Sse2MatchesTheDefinition) {

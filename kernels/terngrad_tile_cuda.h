@@ -398,10 +398,12 @@ TERN_HOST_DEVICE PhiloxCounter GroupWords(const RandomStream& stream,
 }
 
 // The TERNARY_2BIT word of elements [first, first + 16) of a chunk of n
-// values (first a multiple of 16), v holding them (zeros past n).
+// values (first a multiple of 16), v holding them (zeros past n), clipped
+// at `bound` (ClipBound(clip_bound, scaler), resolved on the host).
 TERN_HOST_DEVICE uint32_t TwoBitWord(const float* v, uint64_t first, uint64_t n,
-                                     float scaler, const RandomStream& stream) {
-  const bool usable = UsableScaler(scaler);
+                                     float bound, float scaler,
+                                     const RandomStream& stream) {
+  const bool usable = UsableScaler(scaler) && bound > 0.0f;
   uint32_t word = 0;
   TERN_UNROLL
   for (uint32_t g = 0; g < kTwoBitElements / 4; ++g) {
@@ -411,7 +413,7 @@ TERN_HOST_DEVICE uint32_t TwoBitWord(const float* v, uint64_t first, uint64_t n,
     for (uint32_t j = 0; j < 4; ++j) {
       // Elements past n are 0.0f, which Ternarize maps to code 0: the
       // zero padding bits of the last byte.
-      const int code = Ternarize(v[4 * g + j], scaler, words.v[j]);
+      const int code = Ternarize(v[4 * g + j], bound, scaler, words.v[j]);
       word |= TwoBitField(code) << (2 * (4 * g + j));
     }
   }
@@ -421,8 +423,9 @@ TERN_HOST_DEVICE uint32_t TwoBitWord(const float* v, uint64_t first, uint64_t n,
 // The four TERNARY_BASE3 bytes (little-endian) of elements [first,
 // first + 20), byte b holding elements first + 5b .. first + 5b + 4.
 TERN_HOST_DEVICE uint32_t Base3Word(const float* v, uint64_t first, uint64_t n,
-                                    float scaler, const RandomStream& stream) {
-  const bool usable = UsableScaler(scaler);
+                                    float bound, float scaler,
+                                    const RandomStream& stream) {
+  const bool usable = UsableScaler(scaler) && bound > 0.0f;
   uint32_t digits[kBase3Elements];
   TERN_UNROLL
   for (uint32_t g = 0; g < kBase3Elements / 4; ++g) {
@@ -432,8 +435,9 @@ TERN_HOST_DEVICE uint32_t Base3Word(const float* v, uint64_t first, uint64_t n,
     for (uint32_t j = 0; j < 4; ++j) {
       const uint32_t e = 4 * g + j;
       // Padding digits past n are 0 (not the digit 1 of code 0).
-      digits[e] =
-          first + e < n ? Base3Digit(Ternarize(v[e], scaler, words.v[j])) : 0u;
+      digits[e] = first + e < n
+                      ? Base3Digit(Ternarize(v[e], bound, scaler, words.v[j]))
+                      : 0u;
     }
   }
   uint32_t word = 0;
@@ -450,27 +454,28 @@ TERN_HOST_DEVICE uint32_t Base3Word(const float* v, uint64_t first, uint64_t n,
 // Thread t of a TERNARY_2BIT encode of the `n` values at `values`:
 // elements [16t, 16t + 16) become bytes [4t, 4t + 4) of `out`.
 TERN_HOST_DEVICE void QuantizeTwoBitThread(const float* values, uint64_t n,
-                                           uint64_t t, float scaler,
+                                           uint64_t t, float bound,
+                                           float scaler,
                                            const RandomStream& stream,
                                            uint8_t* out) {
   const uint64_t first = t * kTwoBitElements;
   float v[kTwoBitElements];
   LoadFloats<kTwoBitElements>(values, first, n, v);
   StoreWordLE(out, 4 * t, TwoBitBytes(n),
-              TwoBitWord(v, first, n, scaler, stream));
+              TwoBitWord(v, first, n, bound, scaler, stream));
 }
 
 // Thread t of a TERNARY_BASE3 encode: elements [20t, 20t + 20) become
 // bytes [4t, 4t + 4).
 TERN_HOST_DEVICE void QuantizeBase3Thread(const float* values, uint64_t n,
-                                          uint64_t t, float scaler,
+                                          uint64_t t, float bound, float scaler,
                                           const RandomStream& stream,
                                           uint8_t* out) {
   const uint64_t first = t * kBase3Elements;
   float v[kBase3Elements];
   LoadFloats<kBase3Elements>(values, first, n, v);
   StoreWordLE(out, 4 * t, Base3Bytes(n),
-              Base3Word(v, first, n, scaler, stream));
+              Base3Word(v, first, n, bound, scaler, stream));
 }
 
 // ---------------------------------------------------------------------------

@@ -72,15 +72,23 @@ class Guarded {
 // ---------------------------------------------------------------------------
 // Quantize and pack
 
+// clip_bound: the worker's own bound (ClipRule::kWorker); +Inf clips at the
+// scaler.
+constexpr float kNoClipBound = std::numeric_limits<float>::infinity();
+
 std::vector<uint8_t> CpuQuantize(const std::vector<float>& g, float scaler,
-                                 Layout layout) {
+                                 Layout layout,
+                                 float clip_bound = kNoClipBound) {
   std::vector<uint8_t> out(PackedTernaryBytes(g.size(), layout));
-  QuantizePack(g, scaler, kStream, layout, absl::MakeSpan(out));
+  QuantizePack(g, clip_bound, scaler, kStream, layout, absl::MakeSpan(out));
   return out;
 }
 
+// The GPU resolves the bound on the host (PlanCudaQuantize) as here.
 std::vector<uint8_t> TileQuantize(const std::vector<float>& g, float scaler,
-                                  Layout layout) {
+                                  Layout layout,
+                                  float clip_bound = kNoClipBound) {
+  const float bound = ClipBound(clip_bound, scaler);
   const uint64_t n = g.size();
   Guarded out(PackedTernaryBytes(n, layout));
   const uint32_t per_thread = layout == Layout::kTernaryBase3
@@ -88,9 +96,11 @@ std::vector<uint8_t> TileQuantize(const std::vector<float>& g, float scaler,
                                   : tile::kTwoBitElements;
   for (uint64_t t = 0; t * per_thread < n; ++t) {
     if (layout == Layout::kTernaryBase3) {
-      tile::QuantizeBase3Thread(g.data(), n, t, scaler, kStream, out.data());
+      tile::QuantizeBase3Thread(g.data(), n, t, bound, scaler, kStream,
+                                out.data());
     } else {
-      tile::QuantizeTwoBitThread(g.data(), n, t, scaler, kStream, out.data());
+      tile::QuantizeTwoBitThread(g.data(), n, t, bound, scaler, kStream,
+                                 out.data());
     }
   }
   EXPECT_TRUE(out.GuardsIntact()) << "n = " << n;
@@ -117,6 +127,24 @@ TEST(TileQuantize, BytesEqualTheCpuForEveryLayoutAndSize) {
       const float scaler = LocalScaler(ComputeStats(g), 2.5f);
       EXPECT_EQ(TileQuantize(g, scaler, layout), CpuQuantize(g, scaler, layout))
           << LayoutName(layout) << " n = " << n;
+    }
+  }
+}
+
+// Issue 18: a worker whose own bound s_ik is below the shared scaler.
+TEST(TileQuantize, WorkerClipBoundsEqualTheCpu) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  for (Layout layout : {Layout::kTernary2Bit, Layout::kTernaryBase3}) {
+    for (uint64_t n : kSizes) {
+      const std::vector<float> g = Gradient(n, static_cast<uint32_t>(n) + 7);
+      const float own = LocalScaler(ComputeStats(g), 2.5f);
+      const float shared = 3 * own + 0.5f;
+      for (float clip_bound :
+           {own, own / 4, 0.0f, -1.0f, std::nanf(""), kInf, 2 * shared}) {
+        EXPECT_EQ(TileQuantize(g, shared, layout, clip_bound),
+                  CpuQuantize(g, shared, layout, clip_bound))
+            << LayoutName(layout) << " n = " << n << " bound " << clip_bound;
+      }
     }
   }
 }

@@ -52,6 +52,8 @@ absl::StatusOr<kernels::Payload> GradientSynchronizer::EncodeUpdate(
     context.stream = RandomStream{options_.seed, static_cast<uint32_t>(round),
                                   key, kSyncStreamWorker};
     context.scaler = OwnTernaryScaler(update, options_.clip);
+    // Its own scaler, not a shared one: clip at it (kernels::ClipRule).
+    context.clip_bound = context.scaler;
     payload = ternary_->Encode(update, context);
   } else {
     // fp32, and gaia for now: a dense fp32 payload whose insignificant

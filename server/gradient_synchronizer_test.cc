@@ -709,6 +709,9 @@ TEST(GradientSynchronizerTest, BadAnswersChangeNothing) {
   // Terngrad and int8 answers decode too.
   kernels::EncodeContext context;
   context.scaler = 0.5f;  // |A| = s: every code is +-1
+  // The encoder's own scaler, so clip at it (not at this constant chunk's
+  // own c * sigma = 0, kernels::ClipRule::kWorker).
+  context.clip_bound = context.scaler;
   const kernels::Payload ternary =
       *CodecFor(kernels::CodecId::kTernGrad)
            ->Encode(std::vector<float>{0.5f, 0.5f}, context);

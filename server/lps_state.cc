@@ -233,6 +233,8 @@ absl::StatusOr<kernels::Payload> LpsState::QuantizedWeights(
   context.stream = stream;
   if (options_.weight_codec == kernels::CodecId::kTernGrad) {
     context.scaler = OwnTernaryScaler(chunk->weights, options_.weight_clip);
+    // Its own scaler, not a shared one: clip at it (kernels::ClipRule).
+    context.clip_bound = context.scaler;
   }
   return weight_codec_->Encode(chunk->weights, context);
 }

@@ -646,9 +646,10 @@ class HostEncoder final : public DeviceEncoder {
 
   absl::StatusOr<std::vector<kernels::Payload>> EncodeTernGrad(
       const float* gradients, uint64_t total, absl::Span<const Chunk> chunks,
-      absl::Span<const float> scalers, const RandomStream& stream,
-      kernels::Layout layout) override {
+      absl::Span<const float> scalers, absl::Span<const float> clip_bounds,
+      const RandomStream& stream, kernels::Layout layout) override {
     std::vector<kernels::Payload> payloads;
+    EXPECT_EQ(clip_bounds.size(), chunks.size());
     for (size_t i = 0; i < chunks.size(); ++i) {
       EXPECT_LE(chunks[i].flat_offset + chunks[i].num_elements, total);
       RandomStream chunk_stream = stream;
@@ -663,7 +664,7 @@ class HostEncoder final : public DeviceEncoder {
       kernels::QuantizePack(
           absl::MakeConstSpan(gradients + chunks[i].flat_offset,
                               chunks[i].num_elements),
-          scalers[i], chunk_stream, layout,
+          clip_bounds[i], scalers[i], chunk_stream, layout,
           absl::MakeSpan(reinterpret_cast<uint8_t*>(payload.data.data()),
                          payload.data.size()));
       payloads.push_back(std::move(payload));

@@ -75,6 +75,10 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
     return absl::InvalidArgumentError(absl::StrCat(
         "--drop_scope: '", o.drop_scope, "' is not global or tensor"));
   }
+  if (o.clip_rule != "worker" && o.clip_rule != "shared") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--clip_rule: '", o.clip_rule, "' is not worker or shared"));
+  }
   if (o.qsgd_levels < 1 || o.qsgd_levels > kMaxQsgdLevels) {
     return OutOfRange("qsgd_levels", o.qsgd_levels,
                       absl::StrCat("in [1, ", kMaxQsgdLevels, "]"));
@@ -93,6 +97,8 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
   kernels::CodecOptions options;
   options.id = o.codec;
   options.clip = static_cast<float>(o.clip);
+  options.clip_rule = o.clip_rule == "shared" ? kernels::ClipRule::kShared
+                                              : kernels::ClipRule::kWorker;
   switch (o.codec) {
     case kernels::CodecId::kTernGrad:
       // TernGrad pushes ternaries (2 bits, or base 3 at 1.6 bits) and pulls

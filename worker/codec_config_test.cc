@@ -58,6 +58,8 @@ TEST(MakeRunCodecOptionsTest, DefaultsAreTheKernelsDefaults) {
   EXPECT_EQ(options->drop_ratio, defaults.drop_ratio);
   EXPECT_EQ(options->drop_scope, defaults.drop_scope);
   EXPECT_EQ(options->drop_quantize, defaults.drop_quantize);
+  EXPECT_EQ(options->clip_rule, kernels::ClipRule::kWorker);
+  EXPECT_EQ(options->clip_rule, defaults.clip_rule);
   EXPECT_EQ(options->qsgd_levels, defaults.qsgd_levels);
   EXPECT_EQ(options->qsgd_bucket, defaults.qsgd_bucket);
 }
@@ -66,6 +68,7 @@ TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   WorkerOptions flags;
   flags.codec = CodecId::kDropping;
   flags.clip = 0;
+  flags.clip_rule = "shared";
   flags.tau = 0.5f;
   flags.proportion = 0.25f;
   flags.drop_ratio = 0.9f;
@@ -80,6 +83,7 @@ TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->id, CodecId::kDropping);
   EXPECT_EQ(options->clip, 0.0f);
+  EXPECT_EQ(options->clip_rule, kernels::ClipRule::kShared);
   // A compressor writes its own layout: left to it.
   EXPECT_EQ(options->push_layout, Layout::kUnspecified);
   EXPECT_EQ(options->pull_layout, Layout::kUnspecified);
@@ -111,8 +115,11 @@ TEST(MakeRunCodecOptionsTest, RefusesValuesOutOfRangeNamingTheFlag) {
     const char* flag;
     void (*set)(WorkerOptions*, float nan, float inf);
   } cases[] = {
-      {"--codec", [](WorkerOptions* o, float, float) { o->codec = CodecId::kInt8; }},
+      {"--codec",
+       [](WorkerOptions* o, float, float) { o->codec = CodecId::kInt8; }},
       {"--clip", [](WorkerOptions* o, float, float) { o->clip = -1; }},
+      {"--clip_rule",
+       [](WorkerOptions* o, float, float) { o->clip_rule = "mean"; }},
       {"--tau", [](WorkerOptions* o, float, float) { o->tau = 0; }},
       {"--tau", [](WorkerOptions* o, float, float) { o->tau = -0.1f; }},
       {"--tau", [](WorkerOptions* o, float nan, float) { o->tau = nan; }},

@@ -38,11 +38,13 @@ class DeviceEncoder {
       absl::Span<const Chunk> chunks) = 0;
 
   // The TernGrad push of each chunk with its scaler (scalers[i] for
-  // chunks[i]) in `layout`, drawing with stream.chunk = the chunk's key:
-  // what TernGradCodec::Encode gives with that EncodeContext.
+  // chunks[i]), clipped at ClipBound(clip_bounds[i], scalers[i]) (the
+  // worker's own s_ik under ClipRule::kWorker, +Inf under kShared), in
+  // `layout`, drawing with stream.chunk = the chunk's key: what
+  // TernGradCodec::Encode gives with that EncodeContext.
   virtual absl::StatusOr<std::vector<kernels::Payload>> EncodeTernGrad(
-      const float* gradients, uint64_t total,
-      absl::Span<const Chunk> chunks, absl::Span<const float> scalers,
+      const float* gradients, uint64_t total, absl::Span<const Chunk> chunks,
+      absl::Span<const float> scalers, absl::Span<const float> clip_bounds,
       const RandomStream& stream, kernels::Layout layout) = 0;
 };
 

@@ -31,12 +31,13 @@ class CudaEncoder final : public DeviceEncoder {
 
   absl::StatusOr<std::vector<kernels::Payload>> EncodeTernGrad(
       const float* gradients, uint64_t total, absl::Span<const Chunk> chunks,
-      absl::Span<const float> scalers, const RandomStream& stream,
-      kernels::Layout layout) override {
-    if (scalers.size() != chunks.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("EncodeTernGrad: ", scalers.size(), " scalers for ",
-                       chunks.size(), " chunks"));
+      absl::Span<const float> scalers, absl::Span<const float> clip_bounds,
+      const RandomStream& stream, kernels::Layout layout) override {
+    if (scalers.size() != chunks.size() ||
+        clip_bounds.size() != chunks.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "EncodeTernGrad: ", scalers.size(), " scalers and ",
+          clip_bounds.size(), " clip bounds for ", chunks.size(), " chunks"));
     }
     WaitForLibtorch();
     std::vector<kernels::CudaEncodeChunk> table;
@@ -44,7 +45,8 @@ class CudaEncoder final : public DeviceEncoder {
     uint64_t packed_size = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
       table.push_back({chunks[i].key, chunks[i].flat_offset,
-                       chunks[i].num_elements, packed_size, scalers[i]});
+                       chunks[i].num_elements, packed_size, scalers[i],
+                       clip_bounds[i]});
       packed_size +=
           kernels::PackedTernaryBytes(chunks[i].num_elements, layout);
     }

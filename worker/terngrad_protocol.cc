@@ -1,5 +1,6 @@
 #include "worker/terngrad_protocol.h"
 
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -38,6 +39,9 @@ absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
   TERN_ASSIGN_OR_RETURN(std::vector<float> scalers,
                         Scalers(step, device_gradients));
   rec->encode_s += SecondsSince(phase);
+  // s_ik, which clips this worker's gradient (ClipRule::kWorker) once
+  // `scalers` hold the shared s_k.
+  const std::vector<float> local_scalers = scalers;
 
   if (share_scalers_) {
     phase = absl::Now();
@@ -47,8 +51,9 @@ absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
   }
 
   phase = absl::Now();
-  TERN_ASSIGN_OR_RETURN(Pushes pushes,
-                        EncodePushes(step, device_gradients, scalers, rec));
+  TERN_ASSIGN_OR_RETURN(
+      Pushes pushes,
+      EncodePushes(step, device_gradients, scalers, local_scalers, rec));
   rec->encode_s += SecondsSince(phase);
 
   phase = absl::Now();
@@ -101,7 +106,8 @@ absl::StatusOr<std::vector<float>> TernGradProtocol::Scalers(
 
 absl::StatusOr<TernGradProtocol::Pushes> TernGradProtocol::EncodePushes(
     uint64_t step, const float* device_gradients,
-    const std::vector<float>& scalers, StepRecord* rec) {
+    const std::vector<float>& scalers, const std::vector<float>& local_scalers,
+    StepRecord* rec) {
   const std::vector<Chunk>& chunks = plan_.partition.chunks();
   float threshold = 0.0f;
   if (codecs_.feedback() != nullptr) {
@@ -115,8 +121,9 @@ absl::StatusOr<TernGradProtocol::Pushes> TernGradProtocol::EncodePushes(
   }
   std::vector<std::optional<kernels::Payload>> device_payloads;
   if (device_encoder_ != nullptr) {
-    TERN_ASSIGN_OR_RETURN(device_payloads,
-                          EncodeOnDevice(step, device_gradients, scalers));
+    TERN_ASSIGN_OR_RETURN(
+        device_payloads,
+        EncodeOnDevice(step, device_gradients, scalers, local_scalers));
   }
   Pushes pushes(plan_.partition.num_shards());
   for (uint32_t shard = 0; shard < pushes.size(); ++shard) {
@@ -133,6 +140,7 @@ absl::StatusOr<TernGradProtocol::Pushes> TernGradProtocol::EncodePushes(
       context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
                                     key, options_.worker_id};
       context.scaler = fp32 ? 0.0f : scalers[key];
+      context.clip_bound = local_scalers[key];
       context.threshold = fp32 ? 0.0f : threshold;
       context.group_size = codecs_.group_size(key);
       absl::StatusOr<kernels::Payload> payload =
@@ -159,22 +167,29 @@ absl::StatusOr<TernGradProtocol::Pushes> TernGradProtocol::EncodePushes(
 
 absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
 TernGradProtocol::EncodeOnDevice(uint64_t step, const float* gradients,
-                                 const std::vector<float>& scalers) {
+                                 const std::vector<float>& scalers,
+                                 const std::vector<float>& local_scalers) {
+  // ClipRule::kShared clips at the shared scaler: no bound of the worker's.
+  const bool worker_clip =
+      codecs_.options().clip_rule == kernels::ClipRule::kWorker;
   std::vector<Chunk> compressed;
   std::vector<float> chunk_scalers;
+  std::vector<float> clip_bounds;
   for (const Chunk& chunk : plan_.partition.chunks()) {
     if (plan_.fp32_chunk[chunk.key]) continue;
     compressed.push_back(chunk);
     chunk_scalers.push_back(scalers[chunk.key]);
+    clip_bounds.push_back(worker_clip ? local_scalers[chunk.key]
+                                      : std::numeric_limits<float>::infinity());
   }
   // The stream's chunk is each chunk's key (DESIGN section 2), set by the
   // kernels per chunk.
   const RandomStream stream{options_.seed, static_cast<uint32_t>(step), 0,
                             options_.worker_id};
   absl::StatusOr<std::vector<kernels::Payload>> payloads =
-      device_encoder_->EncodeTernGrad(gradients, params_.total_elements(),
-                                      compressed, chunk_scalers, stream,
-                                      LayoutsOf(codecs_.options()).push);
+      device_encoder_->EncodeTernGrad(
+          gradients, params_.total_elements(), compressed, chunk_scalers,
+          clip_bounds, stream, LayoutsOf(codecs_.options()).push);
   if (!payloads.ok()) return AtStep(step, payloads.status());
   std::vector<std::optional<kernels::Payload>> by_key(
       plan_.partition.chunks().size());

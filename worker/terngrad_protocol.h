@@ -69,15 +69,19 @@ class TernGradProtocol : public StepProtocol {
   // Step 1: the local scalers of every chunk.
   absl::StatusOr<std::vector<float>> Scalers(uint64_t step,
                                              const float* device_gradients);
-  // Steps 3 and 4: every shard's push.
+  // Steps 3 and 4: every shard's push, with the shared `scalers` and this
+  // worker's own `local_scalers` s_ik (the clip bounds of
+  // ClipRule::kWorker).
   absl::StatusOr<Pushes> EncodePushes(uint64_t step,
                                       const float* device_gradients,
                                       const std::vector<float>& scalers,
+                                      const std::vector<float>& local_scalers,
                                       StepRecord* record);
   // The TernGrad pushes of every compressed chunk, encoded on the GPU from
   // `gradients` (the flat device buffer), by chunk key.
   absl::StatusOr<std::vector<std::optional<kernels::Payload>>> EncodeOnDevice(
-      uint64_t step, const float* gradients, const std::vector<float>& scalers);
+      uint64_t step, const float* gradients, const std::vector<float>& scalers,
+      const std::vector<float>& local_scalers);
   // Step 5: the shards' answers into the gradient buffer.
   absl::Status DecodePulls(const PsClient& client, uint64_t step,
                            const std::vector<tern::v1::PushPullResponse>& pulls,

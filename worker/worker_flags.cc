@@ -216,6 +216,13 @@ void AddCommunicationFlags(CLI::App* app, WorkerOptions* o) {
        "TernGrad clipping at clip*sigma of each chunk; 0 disables clipping")
       ->check(FiniteIn(0, kInf))
       ->group("Communication");
+  Flag(app, "clip_rule", &o->clip_rule,
+       "TernGrad: worker (each worker clips its gradient at its own "
+       "min(clip*sigma_i, max|g_i|) before ternarizing with the shared "
+       "scaler, Wen et al. 2017 Sec. 3.3) or shared (clip at the shared "
+       "scaler only, tern before issue 18)")
+      ->check(CLI::IsMember({"worker", "shared"}))
+      ->group("Communication");
   Flag(app, "fp32_tensors", &o->fp32_tensors,
        "tensors sent in fp32 whatever the codec, by exact name, "
        "comma-separated; 'last' names the model's last weight and bias")

@@ -67,6 +67,7 @@ TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
                            "packing",
                            "sum_packing",
                            "clip",
+                           "clip_rule",
                            "fp32_tensors",
                            "min_compress_elems",
                            "partition_bytes",

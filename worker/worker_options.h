@@ -88,6 +88,8 @@ struct WorkerOptions {
   std::string packing = "2bit";          // terngrad push: 2bit | base3
   std::string sum_packing = "bits";      // terngrad pull: bits | radix
   double clip = 2.5;                     // c of c*sigma; 0 = no clipping
+  std::string clip_rule =                // terngrad: worker | shared
+      kernels::ClipRuleName(kDefaultCodecOptions.clip_rule);
   std::vector<std::string> fp32_tensors; // tensor names kept in fp32
   uint64_t min_compress_elems = 0;       // smaller tensors stay in fp32
   uint64_t partition_bytes = 4ull << 20;
