@@ -1,6 +1,8 @@
 #include "server/ps_main.h"
 
+#include <filesystem>
 #include <memory>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -222,6 +224,15 @@ int RunShard(const PsOptions& options, Logger logger,
   aggregator_options.worker_loss_timeout =
       absl::Seconds(options.worker_loss_timeout_s);
   if (!options.state_dir.empty()) {
+    // Made here, so that a directory that cannot exist stops the shard at
+    // once instead of failing every state write of the run.
+    std::error_code error;
+    std::filesystem::create_directories(options.state_dir, error);
+    if (error) {
+      logger->error("--state_dir {}: cannot create it: {}", options.state_dir,
+                    error.message());
+      return process::kExitPermanent;
+    }
     aggregator_options.state_path =
         ShardStatePath(options.state_dir, options.shard_index);
     aggregator_options.state_sync = options.state_sync;

@@ -186,6 +186,13 @@ TEST_F(PsMainTest, ConfigurationErrorsExitWithOne) {
   bad_port_file.port_file = TempDir() + "/no/such/dir/ps.port";
   EXPECT_EQ(RunParameterServer(bad_port_file, MakeNullLogger(), never),
             process::kExitPermanent);
+
+  // --state_dir is made if missing; one under a file cannot be.
+  PsOptions bad_state_dir;
+  bad_state_dir.listen = "127.0.0.1:0";
+  bad_state_dir.state_dir = "/proc/self/status/state";
+  EXPECT_EQ(RunParameterServer(bad_state_dir, MakeNullLogger(), never),
+            process::kExitPermanent);
 }
 
 }  // namespace
