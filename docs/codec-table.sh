@@ -21,7 +21,7 @@ model=lenet
 steps=500
 eval_every=0
 out=runs/codec-table
-codecs="fp32 fp16 terngrad terngrad-shared-clip onebit threshold adaptive dropping dropping-2bit qsgd"
+codecs="fp32 fp16 terngrad terngrad-shared-clip onebit threshold adaptive dropping dropping-1bit dropping-2bit qsgd"
 tern=bazel-bin/tern/tern
 # The 3x4096 MLP's 37M parameters need 4 shards to keep each shard's fp32
 # message under the shards' 64 MiB default (--max_message_mb).
@@ -53,7 +53,8 @@ command -v python3 >/dev/null || { echo "codec-table.sh: python3 is needed for t
 flags_of() {
   case "$1" in
     terngrad-shared-clip) echo "--codec terngrad --clip_rule shared" ;;
-    dropping-2bit) echo "--codec dropping --drop_quantize" ;;
+    dropping-1bit) echo "--codec dropping --drop_survivors 1bit" ;;
+    dropping-2bit) echo "--codec dropping --drop_survivors 2bit" ;;
     dropping-tensor) echo "--codec dropping --drop_scope tensor" ;;
     *) echo "--codec $1" ;;
   esac

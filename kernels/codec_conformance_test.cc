@@ -82,10 +82,14 @@ std::vector<Variant> Variants() {
   sampled.options.sampled_means = true;
   sampled.options.sample_size = 8;  // below the test sizes' groups
   variants.push_back(sampled);
-  Variant quantized = Default(CodecId::kDropping);
-  quantized.name = "dropping_quantized";
-  quantized.options.drop_quantize = true;
-  variants.push_back(quantized);
+  Variant one_bit = Default(CodecId::kDropping);
+  one_bit.name = "dropping_1bit";
+  one_bit.options.drop_survivors = DropSurvivors::k1Bit;
+  variants.push_back(one_bit);
+  Variant two_bit = Default(CodecId::kDropping);
+  two_bit.name = "dropping_2bit";
+  two_bit.options.drop_survivors = DropSurvivors::k2Bit;
+  variants.push_back(two_bit);
   Variant per_tensor = Default(CodecId::kDropping);
   per_tensor.name = "dropping_per_tensor";
   per_tensor.options.drop_scope = DropScope::kPerTensor;
@@ -117,7 +121,8 @@ Traits TraitsOf(CodecId id) {
     case CodecId::kAdaptive:
       return {{Layout::kIndexSign}, false};
     case CodecId::kDropping:
-      return {{Layout::kIndexValue, Layout::kIndexSign}, false};
+      return {{Layout::kIndexValue, Layout::kIndexSign, Layout::kIndex2Bit},
+              false};
     case CodecId::kQsgd:
       return {{Layout::kQsgdLevels}, true};
     case CodecId::kUnspecified:
@@ -130,7 +135,8 @@ Traits TraitsOf(CodecId id) {
 // or extension is malformed. (The sparse layouts hold a variable number of
 // whole records, so cutting exactly one record off is a valid payload.)
 bool IsDense(Layout layout) {
-  return layout != Layout::kIndexSign && layout != Layout::kIndexValue;
+  return layout != Layout::kIndexSign && layout != Layout::kIndexValue &&
+         layout != Layout::kIndex2Bit;
 }
 
 // ---------------------------------------------------------------------------

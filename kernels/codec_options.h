@@ -21,6 +21,37 @@ enum class DropScope : uint32_t {
   kPerTensor = 1,
 };
 
+// How the dropping codec sends the values that survive the threshold (Aji &
+// Heafield 2017; the value is CodecParams.drop_survivors on the wire).
+enum class DropSurvivors : uint32_t {
+  // (index, float32 value) pairs, LAYOUT_INDEX_VALUE (section 4).
+  kValues = 0,
+  // A sign bit each, reconstructed as the chunk's mean of the kept positive
+  // or of the kept negative values, LAYOUT_INDEX_SIGN: the 1-bit "average"
+  // quantization of section 5.4, which slowed NMT's convergence there.
+  k1Bit = 1,
+  // A sign bit and a magnitude bit each, LAYOUT_INDEX_2BIT: the 2-bit
+  // quantization that sections 5.4 and 6 propose ("separating large movers
+  // from small changes"). The magnitude boundary lies halfway between the
+  // threshold and the largest kept |v|; each of the two buckets is
+  // reconstructed as its mean |v| with the value's sign (the bucket rule of
+  // the authors' implementation, marian-nmt's gradient dropper with bits=2).
+  k2Bit = 2,
+};
+
+// The flag spelling of a DropSurvivors ("values", "1bit", "2bit").
+constexpr const char* DropSurvivorsName(DropSurvivors survivors) {
+  switch (survivors) {
+    case DropSurvivors::kValues:
+      return "values";
+    case DropSurvivors::k1Bit:
+      return "1bit";
+    case DropSurvivors::k2Bit:
+      return "2bit";
+  }
+  return "unknown";
+}
+
 // Where TernGrad clips a worker's gradient before ternarizing it with the
 // shared scaler s_k = max_i s_ik (kernels/ternary_math.h, Ternarize).
 enum class ClipRule : uint32_t {
@@ -65,12 +96,11 @@ struct CodecOptions {
   // as pi = 64 for "one in 64" (section 4), which is the default here.
   float proportion = 1.0f / 64;
   // dropping (Aji & Heafield 2017): the fraction R of updates dropped (the
-  // smallest by absolute value), where the threshold comes from, and
-  // whether survivors are sent as 2-bit (sign -> per-chunk mean) codes
-  // instead of (index, value) pairs.
+  // smallest by absolute value), where the threshold comes from, and how
+  // the survivors are sent.
   float drop_ratio = 0.99f;
   DropScope drop_scope = DropScope::kGlobal;
-  bool drop_quantize = false;
+  DropSurvivors drop_survivors = DropSurvivors::kValues;
   // qsgd (Alistarh et al. 2017): s levels per sign and the bucket size.
   uint32_t qsgd_levels = 16;
   uint32_t qsgd_bucket = 512;

@@ -18,7 +18,7 @@ class DroppingCodec final : public Codec {
       : drop_ratio_(options.drop_ratio),
         sample_size_(options.sample_size),
         global_(options.drop_scope == DropScope::kGlobal),
-        quantize_(options.drop_quantize) {}
+        survivors_(options.drop_survivors) {}
 
   CodecId id() const override { return CodecId::kDropping; }
   std::string name() const override { return CodecName(CodecId::kDropping); }
@@ -27,6 +27,14 @@ class DroppingCodec final : public Codec {
 
   absl::StatusOr<Payload> Encode(absl::Span<const float> values,
                                  const EncodeContext& context) const override {
+    // INDEX_2BIT's indices have 30 bits: checked before any value is read.
+    if (survivors_ == DropSurvivors::k2Bit &&
+        values.size() >= kMaxIndex2BitElements) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "dropping chunk of %d values is too long for 2-bit survivors: "
+          "indices have 30 bits, so a chunk must have fewer than %d",
+          values.size(), kMaxIndex2BitElements));
+    }
     absl::Status status = CheckSparseInput(values, CodecId::kDropping);
     if (!status.ok()) return status;
     if (!std::isfinite(context.threshold)) {
@@ -44,10 +52,14 @@ class DroppingCodec final : public Codec {
     payload.layout = layout();
     payload.num_elements = values.size();
     payload.num_summands = 1;
-    if (quantize_) {
+    if (survivors_ == DropSurvivors::k1Bit) {
       // One group: the survivors' two means over the whole chunk.
       PackIndexSignMeans(values, threshold, -threshold,
                          SparseGroupSize(0, values.size()), &payload);
+      return payload;
+    }
+    if (survivors_ == DropSurvivors::k2Bit) {
+      PackIndex2Bit(values, threshold, &payload);
       return payload;
     }
     std::vector<uint32_t> indices;
@@ -77,17 +89,27 @@ class DroppingCodec final : public Codec {
   }
 
  private:
-  Layout layout() const {
-    return quantize_ ? Layout::kIndexSign : Layout::kIndexValue;
-  }
+  Layout layout() const { return DroppingLayout(survivors_); }
 
   const float drop_ratio_;
   const uint32_t sample_size_;
   const bool global_;
-  const bool quantize_;
+  const DropSurvivors survivors_;
 };
 
 }  // namespace
+
+Layout DroppingLayout(DropSurvivors survivors) {
+  switch (survivors) {
+    case DropSurvivors::kValues:
+      return Layout::kIndexValue;
+    case DropSurvivors::k1Bit:
+      return Layout::kIndexSign;
+    case DropSurvivors::k2Bit:
+      return Layout::kIndex2Bit;
+  }
+  return Layout::kUnspecified;
+}
 
 absl::StatusOr<std::unique_ptr<Codec>> MakeDroppingCodec(
     const CodecOptions& options) {
@@ -105,9 +127,14 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeDroppingCodec(
         absl::StrFormat("dropping drop_scope %d is unknown",
                         static_cast<uint32_t>(options.drop_scope)));
   }
-  absl::Status status = CheckSparseLayouts(
-      options, CodecId::kDropping,
-      options.drop_quantize ? Layout::kIndexSign : Layout::kIndexValue);
+  const Layout layout = DroppingLayout(options.drop_survivors);
+  if (layout == Layout::kUnspecified) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "dropping drop_survivors %d is unknown, want 0 (values), 1 (1bit) or "
+        "2 (2bit)",
+        static_cast<uint32_t>(options.drop_survivors)));
+  }
+  absl::Status status = CheckSparseLayouts(options, CodecId::kDropping, layout);
   if (!status.ok()) return status;
   return std::unique_ptr<Codec>(std::make_unique<DroppingCodec>(options));
 }

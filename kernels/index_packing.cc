@@ -134,6 +134,47 @@ absl::Status DecodeIndexValue(const Payload& payload, CodecId codec,
   return absl::OkStatus();
 }
 
+absl::Status DecodeIndex2Bit(const Payload& payload, CodecId codec,
+                             absl::Span<float> out) {
+  const char* name = CodecName(codec);
+  if (payload.scalers.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s INDEX_2BIT payload has %d scalers, want 2 (small and large "
+        "magnitude)",
+        name, payload.scalers.size()));
+  }
+  const float small = payload.scalers[0];
+  const float large = payload.scalers[1];
+  if (!std::isfinite(small) || !std::isfinite(large) || small < 0.0f ||
+      large < small) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s INDEX_2BIT payload scalers are (%g, %g), want finite magnitudes "
+        "with 0 <= small <= large",
+        name, small, large));
+  }
+  const absl::Span<const uint8_t> data = DataBytes(payload);
+  if (data.size() % kWordBytes != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s INDEX_2BIT payload has %d bytes, not whole 4-byte words", name,
+        data.size()));
+  }
+  const size_t count = data.size() / kWordBytes;
+  int64_t previous = -1;
+  for (size_t k = 0; k < count; ++k) {
+    const uint32_t index = LoadWord(data.data() + k * kWordBytes) >> 2;
+    absl::Status status = CheckIndex(codec, index, previous, k, out.size());
+    if (!status.ok()) return status;
+    previous = index;
+  }
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (size_t k = 0; k < count; ++k) {
+    const uint32_t word = LoadWord(data.data() + k * kWordBytes);
+    const float magnitude = (word & 2u) != 0 ? large : small;
+    out[word >> 2] = (word & 1u) != 0 ? -magnitude : magnitude;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckSparseInput(absl::Span<const float> values, CodecId codec) {
@@ -215,6 +256,47 @@ void PackIndexSignMeans(absl::Span<const float> values,
   PackIndexSign(group_size, words, scalers, payload);
 }
 
+void PackIndex2Bit(absl::Span<const float> values, float threshold,
+                   Payload* payload) {
+  float largest = 0.0f;
+  for (const float value : values) {
+    if (value != 0.0f && std::fabs(value) >= threshold) {
+      largest = std::max(largest, std::fabs(value));
+    }
+  }
+  // Halfway, written so that it cannot overflow near FLT_MAX, and never
+  // above the largest, which is therefore always large.
+  const float boundary =
+      std::min(largest, threshold + (largest - threshold) / 2);
+  std::vector<uint32_t> words;
+  // Sums in double: a chunk may keep millions of values.
+  double sums[2] = {0.0, 0.0};
+  size_t counts[2] = {0, 0};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float value = values[i];
+    const float magnitude = std::fabs(value);
+    if (value == 0.0f || !(magnitude >= threshold)) continue;
+    const uint32_t large = magnitude >= boundary ? 1u : 0u;
+    words.push_back((static_cast<uint32_t>(i) << 2) | (large << 1) |
+                    (value < 0.0f ? 1u : 0u));
+    sums[large] += magnitude;
+    ++counts[large];
+  }
+  // A mean of floats, rounded once, lies within their range: small values
+  // are below the boundary and large ones at or above it, so small <= large.
+  payload->scalers.assign(2, 0.0f);
+  for (int bucket = 0; bucket < 2; ++bucket) {
+    if (counts[bucket] > 0) {
+      payload->scalers[bucket] =
+          static_cast<float>(sums[bucket] / counts[bucket]);
+    }
+  }
+  absl::Span<uint8_t> data = ResizeData(payload, kWordBytes * words.size());
+  if (!words.empty()) {
+    std::memcpy(data.data(), words.data(), kWordBytes * words.size());
+  }
+}
+
 void PackIndexValue(absl::Span<const uint32_t> indices,
                     absl::Span<const float> values, Payload* payload) {
   absl::Span<uint8_t> data = ResizeData(payload, kPairBytes * indices.size());
@@ -243,6 +325,8 @@ absl::Status DecodeSparsePayload(const Payload& payload, CodecId codec,
       return DecodeIndexSign(payload, codec, out);
     case Layout::kIndexValue:
       return DecodeIndexValue(payload, codec, out);
+    case Layout::kIndex2Bit:
+      return DecodeIndex2Bit(payload, codec, out);
     default:
       break;
   }

@@ -6,8 +6,12 @@
 //                       scalers = (positive value, negative value) per group.
 //   LAYOUT_INDEX_VALUE: data = (uint32 index, float32 value) pairs; no
 //                       scalers.
+//   LAYOUT_INDEX_2BIT:  data = one uint32 word (index << 2) | (large << 1)
+//                       | negative per kept element; scalers = (small
+//                       magnitude, large magnitude), 0 <= small <= large.
 //
-// Indices are strictly increasing and below 2^31; all words little-endian.
+// Indices are strictly increasing and below 2^31 (2^30 for INDEX_2BIT); all
+// words little-endian.
 #ifndef TERN_KERNELS_INDEX_PACKING_H_
 #define TERN_KERNELS_INDEX_PACKING_H_
 
@@ -22,6 +26,9 @@ namespace tern::kernels {
 
 // Chunks must have fewer elements than this: indices have 31 bits.
 inline constexpr uint64_t kMaxSparseElements = uint64_t{1} << 31;
+
+// INDEX_2BIT chunks must have fewer elements than this: indices have 30 bits.
+inline constexpr uint64_t kMaxIndex2BitElements = uint64_t{1} << 30;
 
 // ceil(num_elements / group_size) for group_size >= 1: 0 for no elements.
 inline uint64_t NumGroups(uint64_t num_elements, uint64_t group_size) {
@@ -66,6 +73,16 @@ void PackIndexSignMeans(absl::Span<const float> values,
                         float positive_threshold, float negative_threshold,
                         uint32_t group_size, Payload* payload);
 
+// The INDEX_2BIT body and scalers of the values with |v| >= `threshold`
+// (> 0; zeros are never sent): the 2-bit survivors of Aji & Heafield 2017
+// (sections 5.4 and 6). A kept value is large when |v| >= the boundary
+// halfway between `threshold` and the largest kept |v|, small otherwise;
+// each bucket is sent as its mean |v| (0 when empty), the same for both
+// signs, as the authors' implementation (marian-nmt's dropper, bits=2)
+// does. values.size() < kMaxIndex2BitElements.
+void PackIndex2Bit(absl::Span<const float> values, float threshold,
+                   Payload* payload);
+
 // Sets payload->data to INDEX_VALUE pairs and clears its scalers.
 // indices.size() == values.size(), indices strictly increasing.
 void PackIndexValue(absl::Span<const uint32_t> indices,
@@ -77,7 +94,8 @@ void PackIndexValue(absl::Span<const uint32_t> indices,
 // (a pull holds the average already; nothing is divided), and then the
 // body: INDEX_SIGN a group_size >= 1, 2 * groups scalers, each finite with
 // positive values >= 0 and negative values <= 0, whole words; INDEX_VALUE
-// whole pairs with finite values; both indices in range and strictly
+// whole pairs with finite values; INDEX_2BIT 2 finite scalers with 0 <=
+// small <= large, whole words; all indices in range and strictly
 // increasing. On error returns INVALID_ARGUMENT naming the problem and
 // leaves `out` unchanged; never reads past the payload.
 absl::Status DecodeSparsePayload(const Payload& payload, CodecId codec,

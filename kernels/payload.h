@@ -36,6 +36,7 @@ enum class Layout : uint32_t {
   kIndexSign = 7,
   kIndexValue = 8,
   kQsgdLevels = 9,
+  kIndex2Bit = 10,
 };
 
 // The format version every layout is written with today.
@@ -92,6 +93,8 @@ constexpr const char* LayoutName(Layout layout) {
       return "INDEX_VALUE";
     case Layout::kQsgdLevels:
       return "QSGD_LEVELS";
+    case Layout::kIndex2Bit:
+      return "INDEX_2BIT";
   }
   return "UNKNOWN";
 }

@@ -56,12 +56,13 @@ CodecOptions Adaptive(float proportion, uint32_t sample_size = 4096) {
   return options;
 }
 
-CodecOptions Dropping(float drop_ratio, bool quantize = false,
+CodecOptions Dropping(float drop_ratio,
+                      DropSurvivors survivors = DropSurvivors::kValues,
                       DropScope scope = DropScope::kGlobal) {
   CodecOptions options;
   options.id = CodecId::kDropping;
   options.drop_ratio = drop_ratio;
-  options.drop_quantize = quantize;
+  options.drop_survivors = survivors;
   options.drop_scope = scope;
   options.sample_size = 4096;
   return options;
@@ -145,8 +146,10 @@ TEST(SparseCodecOptionsTest, FactoriesValidate) {
   CodecOptions options = Dropping(0.9f);
   options.sample_size = 0;
   ExpectInvalid(MakeCodec(options).status(), "sample_size is 0");
-  options = Dropping(0.9f, false, static_cast<DropScope>(7));
+  options = Dropping(0.9f, DropSurvivors::kValues, static_cast<DropScope>(7));
   ExpectInvalid(MakeCodec(options).status(), "drop_scope 7");
+  options = Dropping(0.9f, static_cast<DropSurvivors>(3));
+  ExpectInvalid(MakeCodec(options).status(), "drop_survivors 3 is unknown");
   EXPECT_TRUE(MakeCodec(Adaptive(1.0f)).ok());
   EXPECT_TRUE(MakeCodec(Dropping(0.0f)).ok());
 }
@@ -156,10 +159,12 @@ TEST(SparseCodecOptionsTest, Layouts) {
     CodecOptions options;
     Layout own;
   };
-  const Case cases[] = {{Threshold(1.0f), Layout::kIndexSign},
-                        {Adaptive(0.1f), Layout::kIndexSign},
-                        {Dropping(0.9f, false), Layout::kIndexValue},
-                        {Dropping(0.9f, true), Layout::kIndexSign}};
+  const Case cases[] = {
+      {Threshold(1.0f), Layout::kIndexSign},
+      {Adaptive(0.1f), Layout::kIndexSign},
+      {Dropping(0.9f, DropSurvivors::kValues), Layout::kIndexValue},
+      {Dropping(0.9f, DropSurvivors::k1Bit), Layout::kIndexSign},
+      {Dropping(0.9f, DropSurvivors::k2Bit), Layout::kIndex2Bit}};
   for (const Case& c : cases) {
     CodecOptions options = c.options;
     options.push_layout = c.own;
@@ -366,7 +371,7 @@ TEST(AdaptiveCodecTest, SampledProportionOnLargeChunks) {
 TEST(DroppingCodecTest, HandMade) {
   const std::vector<float> values = {0.1f, -4, 3, 0, -0.2f, 2, -1, 0.5f, 0, 5};
   // R = 0.5 of 10: 5 dropped (0, 0, 0.1, 0.2, 0.5), t = 1.
-  std::unique_ptr<Codec> pairs = Make(Dropping(0.5f, false));
+  std::unique_ptr<Codec> pairs = Make(Dropping(0.5f, DropSurvivors::kValues));
   Payload payload = Encode(*pairs, values);
   EXPECT_EQ(payload.layout, Layout::kIndexValue);
   EXPECT_EQ(payload.data,
@@ -376,7 +381,7 @@ TEST(DroppingCodecTest, HandMade) {
             (std::vector<float>{0, -4, 3, 0, 0, 2, -1, 0, 0, 5}));
 
   // Quantized: one group, means 10/3 and -2.5.
-  std::unique_ptr<Codec> signs = Make(Dropping(0.5f, true));
+  std::unique_ptr<Codec> signs = Make(Dropping(0.5f, DropSurvivors::k1Bit));
   payload = Encode(*signs, values, Context(0, 3));  // group_size ignored
   EXPECT_EQ(payload.layout, Layout::kIndexSign);
   EXPECT_EQ(payload.data, Words({10, (1u << 1) | 1, 2u << 1, 5u << 1,
@@ -386,6 +391,21 @@ TEST(DroppingCodecTest, HandMade) {
   EXPECT_EQ(
       Decode(*signs, payload),
       (std::vector<float>{0, -2.5f, mean, 0, 0, mean, -2.5f, 0, 0, mean}));
+
+  // 2-bit: the kept -4, 3, 2, -1, 5 split at (t + max) / 2 = 3 into the
+  // large (-4, 3, 5: mean |v| 4) and the small (2, -1: mean |v| 1.5).
+  std::unique_ptr<Codec> two_bit = Make(Dropping(0.5f, DropSurvivors::k2Bit));
+  payload = Encode(*two_bit, values);
+  EXPECT_EQ(payload.layout, Layout::kIndex2Bit);
+  EXPECT_EQ(payload.data, Words({(1u << 2) | 3, (2u << 2) | 2, 5u << 2,
+                                 (6u << 2) | 1, (9u << 2) | 2}));
+  EXPECT_EQ(payload.scalers, (std::vector<float>{1.5f, 4.0f}));
+  EXPECT_EQ(Decode(*two_bit, payload),
+            (std::vector<float>{0, -4, 4, 0, 0, 1.5f, -1.5f, 0, 0, 4}));
+  // All kept values equally large: one bucket, the small one empty.
+  payload = Encode(*two_bit, std::vector<float>{0, -2, 0.5f, 2});
+  EXPECT_EQ(payload.data, Words({(1u << 2) | 3, (3u << 2) | 2}));
+  EXPECT_EQ(payload.scalers, (std::vector<float>{0.0f, 2.0f}));
 
   // R = 0: t = 0, every nonzero value is kept but no zero.
   payload = Encode(*Make(Dropping(0.0f)), values);
@@ -403,8 +423,9 @@ TEST(DroppingCodecTest, GlobalThresholdFromTheContext) {
   EXPECT_EQ(Encode(*Make(Dropping(0.5f)), values, context).data,
             Pairs({{1, -4.0f}, {2, 3.0f}, {9, 5.0f}}));
   // kPerTensor selects its own (t = 1) whatever the context says.
-  EXPECT_EQ(Encode(*Make(Dropping(0.5f, false, DropScope::kPerTensor)), values,
-                   context)
+  EXPECT_EQ(Encode(*Make(Dropping(0.5f, DropSurvivors::kValues,
+                                  DropScope::kPerTensor)),
+                   values, context)
                 .data,
             Encode(*Make(Dropping(0.5f)), values).data);
   // A threshold <= 0 means "select my own".
@@ -419,8 +440,9 @@ TEST(DroppingCodecTest, GlobalThresholdFromTheContext) {
 }
 
 TEST(DroppingCodecTest, KeptSetIsTheValuesAboveTheThreshold) {
-  for (const bool quantize : {false, true}) {
-    std::unique_ptr<Codec> codec = Make(Dropping(0.9f, quantize));
+  for (const DropSurvivors survivors :
+       {DropSurvivors::kValues, DropSurvivors::k1Bit, DropSurvivors::k2Bit}) {
+    std::unique_ptr<Codec> codec = Make(Dropping(0.9f, survivors));
     for (const uint64_t n : kSizes) {
       const std::vector<float> values = Gaussian(n, 300 + n);
       const EncodeContext context = Context(2);
@@ -429,20 +451,52 @@ TEST(DroppingCodecTest, KeptSetIsTheValuesAboveTheThreshold) {
           SampledMagnitudeThreshold(chunks, 0.9f, 4096, context.stream);
       const Payload payload = Encode(*codec, values, context);
       const std::vector<float> decoded = Decode(*codec, payload);
+      // 2-bit: the buckets' boundary and their mean magnitudes.
+      float largest = 0.0f;
+      for (const float v : values) {
+        if (std::fabs(v) >= t) largest = std::max(largest, std::fabs(v));
+      }
+      const float boundary = t + (largest - t) / 2;
+      double sums[2] = {0, 0};
+      size_t counts[2] = {0, 0};
+      for (const float v : values) {
+        if (v != 0 && std::fabs(v) >= t) {
+          sums[std::fabs(v) >= boundary] += std::fabs(v);
+          ++counts[std::fabs(v) >= boundary];
+        }
+      }
       size_t kept = 0;
       for (size_t i = 0; i < n; ++i) {
         const bool keep = values[i] != 0 && std::fabs(values[i]) >= t;
         kept += keep;
         ASSERT_EQ(decoded[i] != 0, keep) << "n " << n << " i " << i;
-        if (!quantize && keep) {
-          ASSERT_EQ(decoded[i], values[i]);
-        }
-        if (quantize && keep) {
-          ASSERT_EQ(decoded[i] > 0, values[i] > 0);
-          ASSERT_EQ(decoded[i], payload.scalers[values[i] > 0 ? 0 : 1]);
+        if (!keep) continue;
+        ASSERT_EQ(decoded[i] > 0, values[i] > 0);
+        switch (survivors) {
+          case DropSurvivors::kValues:
+            ASSERT_EQ(decoded[i], values[i]);
+            break;
+          case DropSurvivors::k1Bit:
+            ASSERT_EQ(decoded[i], payload.scalers[values[i] > 0 ? 0 : 1]);
+            break;
+          case DropSurvivors::k2Bit: {
+            const int large = std::fabs(values[i]) >= boundary;
+            ASSERT_EQ(std::fabs(decoded[i]), payload.scalers[large]);
+            ASSERT_EQ(payload.scalers[large],
+                      static_cast<float>(sums[large] / counts[large]));
+            break;
+          }
         }
       }
-      EXPECT_EQ(payload.data.size(), quantize ? 4 * (1 + kept) : 8 * kept) << n;
+      const size_t want_bytes = survivors == DropSurvivors::kValues ? 8 * kept
+                                : survivors == DropSurvivors::k1Bit
+                                    ? 4 * (1 + kept)
+                                    : 4 * kept;
+      EXPECT_EQ(payload.data.size(), want_bytes) << n;
+      if (survivors == DropSurvivors::k2Bit) {
+        EXPECT_EQ(payload.scalers.size(), 2u);
+        EXPECT_LE(payload.scalers[0], payload.scalers[1]);
+      }
       // No more values than the sample: the exact count, one at least.
       if (n > 0 && n <= 4096) {
         EXPECT_EQ(kept, n - std::min<uint64_t>(std::llround(0.9 * n), n - 1))
@@ -469,8 +523,10 @@ TEST(DroppingCodecTest, SampledKeptFractionOnLargeChunks) {
 // All three: inputs, determinism, payload validation
 
 std::vector<CodecOptions> AllCodecs() {
-  return {Threshold(1.0f), Adaptive(0.05f), Dropping(0.9f, false),
-          Dropping(0.9f, true)};
+  return {Threshold(1.0f), Adaptive(0.05f),
+          Dropping(0.9f, DropSurvivors::kValues),
+          Dropping(0.9f, DropSurvivors::k1Bit),
+          Dropping(0.9f, DropSurvivors::k2Bit)};
 }
 
 TEST(SparseCodecsTest, RejectBadInputs) {
@@ -489,6 +545,13 @@ TEST(SparseCodecsTest, RejectBadInputs) {
     ExpectInvalid(codec->Encode(huge, Context()).status(),
                   "2147483648 values is too long");
   }
+  // INDEX_2BIT's indices have 30 bits.
+  std::vector<float> values = Gaussian(40, 1);
+  const absl::Span<const float> huge(values.data(), uint64_t{1} << 30);
+  ExpectInvalid(Make(Dropping(0.9f, DropSurvivors::k2Bit))
+                    ->Encode(huge, Context())
+                    .status(),
+                "1073741824 values is too long for 2-bit survivors");
 }
 
 TEST(SparseCodecsTest, DeterministicAndKeyedByTheStream) {
@@ -514,7 +577,7 @@ TEST(SparseCodecsTest, DecodeRejectsMalformedPayloads) {
   for (const CodecOptions& options : AllCodecs()) {
     std::unique_ptr<Codec> codec = Make(options);
     const Payload good = Encode(*codec, values);
-    ASSERT_GE(good.data.size(), 12u) << codec->name();
+    ASSERT_GE(good.data.size(), 8u) << codec->name();
     std::vector<float> out(values.size(), 9.0f);
     ASSERT_TRUE(codec->Decode(good, absl::MakeSpan(out)).ok());
     auto expect_rejected = [&](const Payload& payload, const std::string& why) {
@@ -523,6 +586,7 @@ TEST(SparseCodecsTest, DecodeRejectsMalformedPayloads) {
       EXPECT_EQ(scratch, std::vector<float>(values.size(), 9.0f));
     };
     const bool sign = good.layout == Layout::kIndexSign;
+    const bool two_bit = good.layout == Layout::kIndex2Bit;
 
     Payload bad = good;
     bad.codec = options.id == CodecId::kThreshold ? CodecId::kAdaptive
@@ -545,13 +609,15 @@ TEST(SparseCodecsTest, DecodeRejectsMalformedPayloads) {
     expect_rejected(bad, "0 summands");
     bad = good;
     bad.data.pop_back();
-    expect_rejected(bad,
-                    sign ? "not whole 4-byte words" : "not whole 8-byte pairs");
+    expect_rejected(bad, sign || two_bit ? "not whole 4-byte words"
+                                         : "not whole 8-byte pairs");
     // An index out of range, and one that repeats.
     bad = good;
     const size_t first = sign ? 4 : 0;
-    const size_t step = sign ? 4 : 8;
-    const uint32_t past = sign ? values.size() << 1 : values.size();
+    const size_t step = sign || two_bit ? 4 : 8;
+    const uint32_t past = sign      ? values.size() << 1
+                          : two_bit ? values.size() << 2
+                                    : values.size();
     std::memcpy(&bad.data[first], &past, 4);
     expect_rejected(bad, "is out of range: 20 elements");
     bad = good;
@@ -570,6 +636,28 @@ TEST(SparseCodecsTest, DecodeRejectsMalformedPayloads) {
       bad = good;
       bad.scalers[1] = kNaN;
       expect_rejected(bad, "negative value) is nan");
+    } else if (two_bit) {
+      ASSERT_EQ(good.scalers.size(), 2u);
+      ASSERT_LT(good.scalers[0], good.scalers[1]);  // both buckets used
+      bad = good;
+      bad.scalers.push_back(1.0f);
+      expect_rejected(bad, "has 3 scalers, want 2");
+      bad = good;
+      bad.scalers.clear();
+      expect_rejected(bad, "has 0 scalers, want 2");
+      for (const float scaler : {kNaN, kInf, -1.0f}) {
+        bad = good;
+        bad.scalers[0] = scaler;
+        expect_rejected(bad, "want finite magnitudes");
+      }
+      bad = good;
+      std::swap(bad.scalers[0], bad.scalers[1]);
+      expect_rejected(bad, "0 <= small <= large");
+      // Words past the chunk in the index bits (bit 31 set).
+      bad = good;
+      const uint32_t high = 0xffffffffu;
+      std::memcpy(&bad.data[0], &high, 4);
+      expect_rejected(bad, "is out of range");
     } else {
       bad = good;
       std::memcpy(&bad.data[4], &kNaN, 4);
@@ -635,10 +723,15 @@ TEST(SparseCodecsTest, AggregationReencodesTheAverageSparsely) {
       const std::vector<float> pulled = Decode(*codec, *pull);
       // Sparse: no more nonzeros than the average has, and for the
       // selecting codecs about their share (R = 0.9, pi = 0.05 of each
-      // sign: at most 0.15 of the elements with the sampling spread).
+      // sign: at most 0.15 of the elements with the sampling spread). An
+      // average of 2-bit pushes has few distinct magnitudes (4 per worker),
+      // so the threshold's tie class is large and |v| >= t keeps all of it
+      // (0.18 of the elements here): only its bytes are bounded.
       EXPECT_LE(Nonzeros(pulled), Nonzeros(average));
       if (n == kLarge && options.id != CodecId::kThreshold) {
-        EXPECT_LT(Nonzeros(pulled), n * 0.15);
+        if (options.drop_survivors != DropSurvivors::k2Bit) {
+          EXPECT_LT(Nonzeros(pulled), n * 0.15);
+        }
         EXPECT_LT(WireBytes(*pull), n * 4 * 0.3);
       }
       const absl::StatusOr<Payload> again = aggregation->Finish();
@@ -699,8 +792,12 @@ TEST(SparseCodecsTest, BytesPerElement) {
   // 0.004 for adaptive, 4 * P(|N(0,1)| >= 2) = 4 * 0.0455 = 0.182 for
   // threshold; the ranges cover the sampling spread.
   const Case cases[] = {
-      {"dropping R=0.99 INDEX_VALUE", Dropping(0.99f, false), 0.064, 0.096},
-      {"dropping R=0.99 INDEX_SIGN", Dropping(0.99f, true), 0.032, 0.048},
+      {"dropping R=0.99 INDEX_VALUE", Dropping(0.99f, DropSurvivors::kValues),
+       0.064, 0.096},
+      {"dropping R=0.99 INDEX_SIGN", Dropping(0.99f, DropSurvivors::k1Bit),
+       0.032, 0.048},
+      {"dropping R=0.99 INDEX_2BIT", Dropping(0.99f, DropSurvivors::k2Bit),
+       0.032, 0.048},
       {"adaptive pi=0.001", Adaptive(0.001f), 0.001, 0.012},
       {"adaptive pi=0.001 sample 65536", Adaptive(0.001f, 65536), 0.003, 0.005},
       {"threshold tau=2 on N(0,1)", Threshold(2.0f), 0.175, 0.190},

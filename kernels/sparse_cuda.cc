@@ -162,9 +162,16 @@ absl::StatusOr<Payload> SparseCuda::EncodeDropping(
     const float* values, uint64_t count, const CodecOptions& options,
     const EncodeContext& context) {
   TERN_RETURN_IF_ERROR(MakeDroppingCodec(options).status());
+  if (options.drop_survivors == DropSurvivors::k2Bit) {
+    // The kernels write INDEX_SIGN and INDEX_VALUE only; the CPU codec
+    // (kernels/dropping_codec.h) encodes INDEX_2BIT.
+    return absl::UnimplementedError(
+        "dropping with 2-bit survivors (INDEX_2BIT) has no GPU encoder; "
+        "encode it with the CPU codec");
+  }
   KeepJob keep;
   keep.codec = CodecId::kDropping;
-  if (options.drop_quantize) {
+  if (options.drop_survivors == DropSurvivors::k1Bit) {
     keep.layout = Layout::kIndexSign;
     keep.group_size = SparseGroupSize(0, count);  // one group
   } else {

@@ -88,7 +88,8 @@ class SparseCuda : public CudaContext {
       uint32_t sample_size, const RandomStream& stream);
 
   // The Encode of MakeDroppingCodec(options) (resp. MakeAdaptiveCodec) on
-  // values[0, count) with `context`.
+  // values[0, count) with `context`. Dropping with DropSurvivors::k2Bit is
+  // UNIMPLEMENTED here (no INDEX_2BIT kernel yet): the CPU codec encodes it.
   absl::StatusOr<Payload> EncodeDropping(const float* values, uint64_t count,
                                          const CodecOptions& options,
                                          const EncodeContext& context);

@@ -234,7 +234,8 @@ TEST_F(SparseCudaTest, DroppingPayloadsMatchTheCpu) {
             CodecOptions options;
             options.id = CodecId::kDropping;
             options.drop_ratio = drop_ratio;
-            options.drop_quantize = quantize;
+            options.drop_survivors =
+                quantize ? DropSurvivors::k1Bit : DropSurvivors::kValues;
             options.drop_scope = scope;
             options.sample_size = sample_size;
             // A global threshold is used only with kGlobal; 0 selects.
@@ -320,6 +321,13 @@ TEST_F(SparseCudaTest, BadInputsGiveTheCpuErrors) {
           .status()
           .code(),
       absl::StatusCode::kInvalidArgument);
+  // 2-bit survivors have no GPU encoder: refused, not encoded otherwise.
+  bad = dropping;
+  bad.drop_survivors = DropSurvivors::k2Bit;
+  EXPECT_EQ(cuda_->EncodeDropping(device.data(), values.size(), bad, context)
+                .status()
+                .code(),
+            absl::StatusCode::kUnimplemented);
 
   // The context stays usable after a rejected input.
   CheckDropping(values, dropping, context, "after errors");

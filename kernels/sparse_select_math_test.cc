@@ -351,7 +351,8 @@ TEST(SparseSelectMath, DroppingPayloadsMatchTheCpu) {
             CodecOptions options;
             options.id = CodecId::kDropping;
             options.drop_ratio = drop_ratio;
-            options.drop_quantize = quantize;
+            options.drop_survivors =
+                quantize ? DropSurvivors::k1Bit : DropSurvivors::kValues;
             options.sample_size = sample_size;
             EncodeContext context;
             context.stream = kStream;

@@ -515,11 +515,13 @@ INSTANTIATE_TEST_SUITE_P(
                  "codec parameter drop_scope tensor of worker 2 differs from "
                  "global of worker 0: every worker must run with the same "
                  "flags"},
-        Mismatch{
-            "DropQuantize",
-            [](JoinRequest* j) { j->config.codec_params.drop_quantize = true; },
-            "codec parameter drop_quantize true of worker 2 differs "
-            "from false"},
+        Mismatch{"DropSurvivors",
+                 [](JoinRequest* j) {
+                   j->config.codec_params.drop_survivors =
+                       kernels::DropSurvivors::k2Bit;
+                 },
+                 "codec parameter drop_survivors 2bit of worker 2 differs "
+                 "from values"},
         Mismatch{"QsgdLevels",
                  [](JoinRequest* j) { j->config.codec_params.qsgd_levels = 3; },
                  "codec parameter qsgd_levels 3 of worker 2"},

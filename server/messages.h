@@ -26,7 +26,8 @@ struct CodecParams {
   float proportion = kernels::CodecOptions{}.proportion;
   float drop_ratio = kernels::CodecOptions{}.drop_ratio;
   kernels::DropScope drop_scope = kernels::CodecOptions{}.drop_scope;
-  bool drop_quantize = kernels::CodecOptions{}.drop_quantize;
+  kernels::DropSurvivors drop_survivors =
+      kernels::CodecOptions{}.drop_survivors;
   uint32_t qsgd_levels = kernels::CodecOptions{}.qsgd_levels;
   uint32_t qsgd_bucket = kernels::CodecOptions{}.qsgd_bucket;
 };
@@ -102,7 +103,7 @@ inline kernels::CodecOptions RunCodecOptions(const RunConfig& config) {
   options.proportion = params.proportion;
   options.drop_ratio = params.drop_ratio;
   options.drop_scope = params.drop_scope;
-  options.drop_quantize = params.drop_quantize;
+  options.drop_survivors = params.drop_survivors;
   options.qsgd_levels = params.qsgd_levels;
   options.qsgd_bucket = params.qsgd_bucket;
   return options;

@@ -36,8 +36,9 @@ void CompareCodecParams(const CodecParams& theirs, const CodecParams& ours,
       .Field(kPrefix + "drop_ratio", theirs.drop_ratio, ours.drop_ratio)
       .Field(kPrefix + "drop_scope", DropScopeName(theirs.drop_scope),
              DropScopeName(ours.drop_scope))
-      .Field(kPrefix + "drop_quantize", theirs.drop_quantize,
-             ours.drop_quantize)
+      .Field(kPrefix + "drop_survivors",
+             std::string(kernels::DropSurvivorsName(theirs.drop_survivors)),
+             std::string(kernels::DropSurvivorsName(ours.drop_survivors)))
       .Field(kPrefix + "qsgd_levels", theirs.qsgd_levels, ours.qsgd_levels)
       .Field(kPrefix + "qsgd_bucket", theirs.qsgd_bucket, ours.qsgd_bucket);
 }

@@ -144,7 +144,19 @@ absl::StatusOr<CodecParams> CodecParamsFromWire(
           absl::StrCat("codec_params.drop_scope ", wire.drop_scope(),
                        " is not 0 (global) or 1 (per tensor)"));
   }
-  params.drop_quantize = wire.drop_quantize();
+  // 1 is also what an older worker's `bool drop_quantize = 7` sends.
+  switch (wire.drop_survivors()) {
+    case static_cast<uint32_t>(kernels::DropSurvivors::kValues):
+    case static_cast<uint32_t>(kernels::DropSurvivors::k1Bit):
+    case static_cast<uint32_t>(kernels::DropSurvivors::k2Bit):
+      params.drop_survivors =
+          static_cast<kernels::DropSurvivors>(wire.drop_survivors());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("codec_params.drop_survivors ", wire.drop_survivors(),
+                       " is not 0 (values), 1 (1bit) or 2 (2bit)"));
+  }
   if (wire.qsgd_levels() > kMaxQsgdLevels) {
     return absl::InvalidArgumentError(
         absl::StrCat("codec_params.qsgd_levels ", wire.qsgd_levels(),
@@ -164,7 +176,7 @@ void CodecParamsToWire(const CodecParams& params, tern::v1::CodecParams* out) {
   out->set_proportion(params.proportion);
   out->set_drop_ratio(params.drop_ratio);
   out->set_drop_scope(static_cast<uint32_t>(params.drop_scope));
-  out->set_drop_quantize(params.drop_quantize);
+  out->set_drop_survivors(static_cast<uint32_t>(params.drop_survivors));
   out->set_qsgd_levels(params.qsgd_levels);
   out->set_qsgd_bucket(params.qsgd_bucket);
 }

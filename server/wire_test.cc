@@ -41,14 +41,15 @@ TEST(WireTest, UnknownEnumNumbersAreRefusedNamingTheChunk) {
             "step 9: chunk 4 of worker 2: unknown codec 42");
 
   chunk->mutable_payload()->set_codec(tern::v1::CODEC_FP32);
-  chunk->mutable_payload()->set_layout(static_cast<tern::v1::Layout>(10));
+  chunk->mutable_payload()->set_layout(static_cast<tern::v1::Layout>(11));
   request = PushFromWire(push);
-  EXPECT_THAT(request.status().message(), HasSubstr("unknown layout 10"));
+  EXPECT_THAT(request.status().message(), HasSubstr("unknown layout 11"));
 
-  // The compressors' layouts (SIGN_BITS .. QSGD_LEVELS) are known.
+  // The compressors' layouts (SIGN_BITS .. INDEX_2BIT) are known.
   for (const tern::v1::Layout layout :
        {tern::v1::LAYOUT_SIGN_BITS, tern::v1::LAYOUT_INDEX_SIGN,
-        tern::v1::LAYOUT_INDEX_VALUE, tern::v1::LAYOUT_QSGD_LEVELS}) {
+        tern::v1::LAYOUT_INDEX_VALUE, tern::v1::LAYOUT_QSGD_LEVELS,
+        tern::v1::LAYOUT_INDEX_2BIT}) {
     chunk->mutable_payload()->set_layout(layout);
     request = PushFromWire(push);
     ASSERT_TRUE(request.ok()) << request.status();
@@ -188,13 +189,14 @@ TEST(CodecParamsWireTest, EveryFieldRoundTrips) {
   params.proportion = 0.125f;
   params.drop_ratio = 0.75f;
   params.drop_scope = kernels::DropScope::kPerTensor;
-  params.drop_quantize = true;
+  params.drop_survivors = kernels::DropSurvivors::k2Bit;
   params.qsgd_levels = 127;
   params.qsgd_bucket = 3;
   tern::v1::CodecParams wire;
   CodecParamsToWire(params, &wire);
   EXPECT_EQ(wire.sample_size(), 77u);
   EXPECT_EQ(wire.drop_scope(), 1u);
+  EXPECT_EQ(wire.drop_survivors(), 2u);
   const absl::StatusOr<CodecParams> back = CodecParamsFromWire(wire);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->sample_size, 77u);
@@ -203,7 +205,7 @@ TEST(CodecParamsWireTest, EveryFieldRoundTrips) {
   EXPECT_EQ(back->proportion, 0.125f);
   EXPECT_EQ(back->drop_ratio, 0.75f);
   EXPECT_EQ(back->drop_scope, kernels::DropScope::kPerTensor);
-  EXPECT_TRUE(back->drop_quantize);
+  EXPECT_EQ(back->drop_survivors, kernels::DropSurvivors::k2Bit);
   EXPECT_EQ(back->qsgd_levels, 127u);
   EXPECT_EQ(back->qsgd_bucket, 3u);
 
@@ -213,6 +215,33 @@ TEST(CodecParamsWireTest, EveryFieldRoundTrips) {
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->tau, kernels::CodecOptions{}.tau);
   EXPECT_EQ(defaults->drop_scope, kernels::CodecOptions{}.drop_scope);
+  EXPECT_EQ(defaults->drop_survivors, kernels::DropSurvivors::kValues);
+}
+
+TEST(CodecParamsWireTest, DropSurvivorsRoundTripAndReadTheOldBool) {
+  for (const kernels::DropSurvivors survivors :
+       {kernels::DropSurvivors::kValues, kernels::DropSurvivors::k1Bit,
+        kernels::DropSurvivors::k2Bit}) {
+    CodecParams params;
+    params.drop_survivors = survivors;
+    tern::v1::CodecParams wire;
+    CodecParamsToWire(params, &wire);
+    std::string bytes;
+    ASSERT_TRUE(wire.SerializeToString(&bytes));
+    tern::v1::CodecParams parsed;
+    ASSERT_TRUE(parsed.ParseFromString(bytes));
+    const absl::StatusOr<CodecParams> back = CodecParamsFromWire(parsed);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->drop_survivors, survivors)
+        << kernels::DropSurvivorsName(survivors);
+  }
+  // An older worker's `bool drop_quantize = 7` set to true: field 7, varint
+  // 1. It meant the 1-bit sign-and-means survivors, and still does.
+  tern::v1::CodecParams old;
+  ASSERT_TRUE(old.ParseFromString(std::string("\x38\x01", 2)));
+  const absl::StatusOr<CodecParams> params = CodecParamsFromWire(old);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->drop_survivors, kernels::DropSurvivors::k1Bit);
 }
 
 TEST(CodecParamsWireTest, AbsentFieldsAreTheKernelDefaults) {
@@ -227,7 +256,7 @@ TEST(CodecParamsWireTest, AbsentFieldsAreTheKernelDefaults) {
   EXPECT_EQ(params->proportion, defaults.proportion);
   EXPECT_EQ(params->drop_ratio, defaults.drop_ratio);
   EXPECT_EQ(params->drop_scope, defaults.drop_scope);
-  EXPECT_EQ(params->drop_quantize, defaults.drop_quantize);
+  EXPECT_EQ(params->drop_survivors, defaults.drop_survivors);
   EXPECT_EQ(params->qsgd_levels, defaults.qsgd_levels);
   EXPECT_EQ(params->qsgd_bucket, defaults.qsgd_bucket);
   EXPECT_GT(params->sample_size, 0u);
@@ -300,6 +329,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadParam{"DropScopeTwo", [](auto* p) { p->set_drop_scope(2); },
                  "codec_params.drop_scope 2 is not 0 (global) or 1 (per "
                  "tensor)"},
+        BadParam{"DropSurvivorsThree",
+                 [](auto* p) { p->set_drop_survivors(3); },
+                 "codec_params.drop_survivors 3 is not 0 (values), 1 (1bit) "
+                 "or 2 (2bit)"},
         BadParam{"QsgdLevels128", [](auto* p) { p->set_qsgd_levels(128); },
                  "codec_params.qsgd_levels 128 is not in [1, 127]"},
         BadParam{"QsgdLevelsHuge",
@@ -313,12 +346,13 @@ TEST(CodecParamsWireTest, JoinCarriesTheCodecParams) {
   tern::v1::JoinRequest wire;
   wire.mutable_config()->set_codec(tern::v1::CODEC_QSGD);
   wire.mutable_config()->mutable_codec_params()->set_qsgd_levels(4);
-  wire.mutable_config()->mutable_codec_params()->set_drop_quantize(true);
+  wire.mutable_config()->mutable_codec_params()->set_drop_survivors(2);
   const absl::StatusOr<JoinRequest> join = JoinFromWire(wire);
   ASSERT_TRUE(join.ok()) << join.status();
   EXPECT_EQ(join->config.codec, kernels::CodecId::kQsgd);
   EXPECT_EQ(join->config.codec_params.qsgd_levels, 4u);
-  EXPECT_TRUE(join->config.codec_params.drop_quantize);
+  EXPECT_EQ(join->config.codec_params.drop_survivors,
+            kernels::DropSurvivors::k2Bit);
   EXPECT_EQ(join->config.codec_params.qsgd_bucket,
             kernels::CodecOptions{}.qsgd_bucket);
 }
@@ -335,7 +369,7 @@ TEST(RunCodecOptionsTest, CarriesCodecLayoutsClipAndParams) {
   config.codec_params.proportion = 0.25f;
   config.codec_params.drop_ratio = 0.5f;
   config.codec_params.drop_scope = kernels::DropScope::kPerTensor;
-  config.codec_params.drop_quantize = true;
+  config.codec_params.drop_survivors = kernels::DropSurvivors::k2Bit;
   config.codec_params.qsgd_levels = 5;
   config.codec_params.qsgd_bucket = 9;
   const kernels::CodecOptions options = RunCodecOptions(config);
@@ -349,7 +383,7 @@ TEST(RunCodecOptionsTest, CarriesCodecLayoutsClipAndParams) {
   EXPECT_EQ(options.proportion, 0.25f);
   EXPECT_EQ(options.drop_ratio, 0.5f);
   EXPECT_EQ(options.drop_scope, kernels::DropScope::kPerTensor);
-  EXPECT_TRUE(options.drop_quantize);
+  EXPECT_EQ(options.drop_survivors, kernels::DropSurvivors::k2Bit);
   EXPECT_EQ(options.qsgd_levels, 5u);
   EXPECT_EQ(options.qsgd_bucket, 9u);
 }

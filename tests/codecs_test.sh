@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every gradient codec end to end, across processes: for each of fp16,
 # onebit, threshold, adaptive, dropping (global threshold; per-tensor
-# threshold with 2-bit survivors) and qsgd, `tern launch` runs 2 shards and
+# threshold with 1-bit survivors; global threshold with 2-bit survivors)
+# and qsgd, `tern launch` runs 2 shards and
 # 2 workers of LeNet on the synthetic data set for a dozen steps, then this
 # checks (DESIGN sections 3, 5, 6 and 8):
 #   - launch exits 0 and its summary says ok;
@@ -92,15 +93,18 @@ onebit = sum(4 + -(-m // 8) + 8 * groups(m, g) for m, g in chunks)
 bits = math.ceil(math.log2(2 * 16 + 1))
 qsgd = sum(8 + -(-(m * bits) // 8) + 4 * -(-m // 512) for m, _ in chunks)
 # INDEX_SIGN: uint32 group size, a 4-byte word per sent value, (+, -) values
-# per group; INDEX_VALUE: 8 bytes per sent value.
+# per group; INDEX_VALUE: 8 bytes per sent value; INDEX_2BIT: a 4-byte word
+# per sent value, (small, large) magnitudes per chunk.
 adaptive = 4 * n / 64 + sum(4 + 8 * groups(m, g) for m, g in chunks)
 dropping = 8 * 0.01 * n
-dropping_2bit = 4 * 0.01 * n + sum(4 + 8 for _ in chunks)
+dropping_1bit = 4 * 0.01 * n + sum(4 + 8 for _ in chunks)
+dropping_2bit = 4 * 0.01 * n + sum(8 for _ in chunks)
 index_sign_framing = sum(4 + 8 for _ in chunks)  # threshold: one group
 
 exact = {"fp16": 2 * n, "onebit": onebit, "qsgd": qsgd}
 about = {"adaptive": adaptive, "dropping_global": dropping,
-         "dropping_tensor_2bit": dropping_2bit}
+         "dropping_tensor_1bit": dropping_1bit,
+         "dropping_global_2bit": dropping_2bit}
 
 def check_bytes(value, what, average=False):
     if name in exact:
@@ -195,7 +199,8 @@ cases=(
   "threshold yes --codec threshold"
   "adaptive yes --codec adaptive"
   "dropping_global yes --codec dropping --drop_scope global"
-  "dropping_tensor_2bit yes --codec dropping --drop_scope tensor --drop_quantize"
+  "dropping_tensor_1bit yes --codec dropping --drop_scope tensor --drop_survivors 1bit"
+  "dropping_global_2bit yes --codec dropping --drop_survivors 2bit"
   "qsgd no --codec qsgd"
 )
 for c in "${cases[@]}"; do

@@ -812,7 +812,7 @@ TEST(TrainerTest, JoinRequestCarriesTheCompressorsParamsAndLayouts) {
   options.ps = {"127.0.0.1:1"};
   options.codec = kernels::CodecId::kDropping;
   options.drop_scope = "tensor";
-  options.drop_quantize = true;
+  options.drop_survivors = "2bit";
   options.drop_ratio = 0.9f;
   options.sample_size = 123;
   auto data = LoadDataset("synthetic", "", 1);
@@ -824,11 +824,11 @@ TEST(TrainerTest, JoinRequestCarriesTheCompressorsParamsAndLayouts) {
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   const tern::v1::RunConfig config = (*trainer)->MakeJoinRequest().config();
   EXPECT_EQ(config.codec(), tern::v1::CODEC_DROPPING);
-  // Survivors as (index, sign) words with the chunk's means.
-  EXPECT_EQ(config.push_layout(), tern::v1::LAYOUT_INDEX_SIGN);
-  EXPECT_EQ(config.pull_layout(), tern::v1::LAYOUT_INDEX_SIGN);
+  // Survivors as (index, sign, large) words with the buckets' means.
+  EXPECT_EQ(config.push_layout(), tern::v1::LAYOUT_INDEX_2BIT);
+  EXPECT_EQ(config.pull_layout(), tern::v1::LAYOUT_INDEX_2BIT);
   EXPECT_EQ(config.codec_params().drop_scope(), 1u);
-  EXPECT_TRUE(config.codec_params().drop_quantize());
+  EXPECT_EQ(config.codec_params().drop_survivors(), 2u);
   EXPECT_EQ(config.codec_params().drop_ratio(), 0.9f);
   EXPECT_EQ(config.codec_params().sample_size(), 123u);
   EXPECT_EQ(config.codec_params().qsgd_levels(),

@@ -75,6 +75,16 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
     return absl::InvalidArgumentError(absl::StrCat(
         "--drop_scope: '", o.drop_scope, "' is not global or tensor"));
   }
+  kernels::DropSurvivors drop_survivors = kernels::DropSurvivors::kValues;
+  if (o.drop_survivors == "1bit") {
+    drop_survivors = kernels::DropSurvivors::k1Bit;
+  } else if (o.drop_survivors == "2bit") {
+    drop_survivors = kernels::DropSurvivors::k2Bit;
+  } else if (o.drop_survivors != "values") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drop_survivors: '", o.drop_survivors,
+                     "' is not values, 1bit or 2bit"));
+  }
   if (o.clip_rule != "worker" && o.clip_rule != "shared") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--clip_rule: '", o.clip_rule, "' is not worker or shared"));
@@ -125,7 +135,7 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
   options.drop_ratio = o.drop_ratio;
   options.drop_scope = o.drop_scope == "tensor" ? kernels::DropScope::kPerTensor
                                                 : kernels::DropScope::kGlobal;
-  options.drop_quantize = o.drop_quantize;
+  options.drop_survivors = drop_survivors;
   options.qsgd_levels = o.qsgd_levels;
   options.qsgd_bucket = o.qsgd_bucket;
   return options;
@@ -154,7 +164,17 @@ RunLayouts LayoutsOf(const kernels::CodecOptions& options) {
       layout = Layout::kIndexSign;
       break;
     case kernels::CodecId::kDropping:
-      layout = options.drop_quantize ? Layout::kIndexSign : Layout::kIndexValue;
+      switch (options.drop_survivors) {
+        case kernels::DropSurvivors::kValues:
+          layout = Layout::kIndexValue;
+          break;
+        case kernels::DropSurvivors::k1Bit:
+          layout = Layout::kIndexSign;
+          break;
+        case kernels::DropSurvivors::k2Bit:
+          layout = Layout::kIndex2Bit;
+          break;
+      }
       break;
     case kernels::CodecId::kQsgd:
       layout = Layout::kQsgdLevels;
@@ -183,7 +203,7 @@ void CodecToRunConfig(const kernels::CodecOptions& options,
   params->set_proportion(options.proportion);
   params->set_drop_ratio(options.drop_ratio);
   params->set_drop_scope(static_cast<uint32_t>(options.drop_scope));
-  params->set_drop_quantize(options.drop_quantize);
+  params->set_drop_survivors(static_cast<uint32_t>(options.drop_survivors));
   params->set_qsgd_levels(options.qsgd_levels);
   params->set_qsgd_bucket(options.qsgd_bucket);
 }

@@ -42,7 +42,8 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
 // The layouts a run's pushes and pulls have (RunConfig.push_layout and
 // pull_layout; proto/tern/v1/payload.proto documents them): the options'
 // own where set, else the one the codec writes: SIGN_BITS for onebit,
-// INDEX_SIGN for threshold, adaptive and dropping with --drop_quantize,
+// INDEX_SIGN for threshold, adaptive and dropping with
+// --drop_survivors=1bit, INDEX_2BIT for dropping with --drop_survivors=2bit,
 // INDEX_VALUE for dropping, QSGD_LEVELS for qsgd. Pulls have the pushes'
 // layout, except for TernGrad (sums).
 struct RunLayouts {

@@ -57,7 +57,8 @@ TEST(MakeRunCodecOptionsTest, DefaultsAreTheKernelsDefaults) {
   EXPECT_EQ(options->proportion, defaults.proportion);
   EXPECT_EQ(options->drop_ratio, defaults.drop_ratio);
   EXPECT_EQ(options->drop_scope, defaults.drop_scope);
-  EXPECT_EQ(options->drop_quantize, defaults.drop_quantize);
+  EXPECT_EQ(options->drop_survivors, defaults.drop_survivors);
+  EXPECT_EQ(options->drop_survivors, kernels::DropSurvivors::kValues);
   EXPECT_EQ(options->clip_rule, kernels::ClipRule::kWorker);
   EXPECT_EQ(options->clip_rule, defaults.clip_rule);
   EXPECT_EQ(options->qsgd_levels, defaults.qsgd_levels);
@@ -73,7 +74,7 @@ TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   flags.proportion = 0.25f;
   flags.drop_ratio = 0.9f;
   flags.drop_scope = "tensor";
-  flags.drop_quantize = true;
+  flags.drop_survivors = "2bit";
   flags.qsgd_levels = 7;
   flags.qsgd_bucket = 64;
   flags.sample_size = 100;
@@ -91,7 +92,7 @@ TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   EXPECT_EQ(options->proportion, 0.25f);
   EXPECT_EQ(options->drop_ratio, 0.9f);
   EXPECT_EQ(options->drop_scope, kernels::DropScope::kPerTensor);
-  EXPECT_TRUE(options->drop_quantize);
+  EXPECT_EQ(options->drop_survivors, kernels::DropSurvivors::k2Bit);
   EXPECT_EQ(options->qsgd_levels, 7u);
   EXPECT_EQ(options->qsgd_bucket, 64u);
   EXPECT_EQ(options->sample_size, 100u);
@@ -136,6 +137,8 @@ TEST(MakeRunCodecOptionsTest, RefusesValuesOutOfRangeNamingTheFlag) {
        [](WorkerOptions* o, float, float) { o->drop_ratio = -0.5f; }},
       {"--drop_scope",
        [](WorkerOptions* o, float, float) { o->drop_scope = "layer"; }},
+      {"--drop_survivors",
+       [](WorkerOptions* o, float, float) { o->drop_survivors = "true"; }},
       {"--qsgd_levels",
        [](WorkerOptions* o, float, float) { o->qsgd_levels = 0; }},
       {"--qsgd_levels",
@@ -170,24 +173,25 @@ TEST(MakeRunCodecOptionsTest, RefusesValuesOutOfRangeNamingTheFlag) {
 TEST(LayoutsOfTest, NamesTheLayoutEachCodecWrites) {
   const struct {
     const char* codec;
-    bool drop_quantize;
+    const char* drop_survivors;
     Layout push;
     Layout pull;
   } cases[] = {
-      {"terngrad", false, Layout::kTernary2Bit, Layout::kSumBits},
-      {"fp32", false, Layout::kRaw, Layout::kRaw},
-      {"fp16", false, Layout::kRaw, Layout::kRaw},
-      {"onebit", false, Layout::kSignBits, Layout::kSignBits},
-      {"threshold", false, Layout::kIndexSign, Layout::kIndexSign},
-      {"adaptive", false, Layout::kIndexSign, Layout::kIndexSign},
-      {"dropping", false, Layout::kIndexValue, Layout::kIndexValue},
-      {"dropping", true, Layout::kIndexSign, Layout::kIndexSign},
-      {"qsgd", false, Layout::kQsgdLevels, Layout::kQsgdLevels},
+      {"terngrad", "values", Layout::kTernary2Bit, Layout::kSumBits},
+      {"fp32", "values", Layout::kRaw, Layout::kRaw},
+      {"fp16", "values", Layout::kRaw, Layout::kRaw},
+      {"onebit", "values", Layout::kSignBits, Layout::kSignBits},
+      {"threshold", "values", Layout::kIndexSign, Layout::kIndexSign},
+      {"adaptive", "values", Layout::kIndexSign, Layout::kIndexSign},
+      {"dropping", "values", Layout::kIndexValue, Layout::kIndexValue},
+      {"dropping", "1bit", Layout::kIndexSign, Layout::kIndexSign},
+      {"dropping", "2bit", Layout::kIndex2Bit, Layout::kIndex2Bit},
+      {"qsgd", "values", Layout::kQsgdLevels, Layout::kQsgdLevels},
   };
   for (const auto& c : cases) {
     WorkerOptions flags;
     flags.codec = *ParseGradientCodec(c.codec);
-    flags.drop_quantize = c.drop_quantize;
+    flags.drop_survivors = c.drop_survivors;
     const absl::StatusOr<kernels::CodecOptions> options =
         MakeRunCodecOptions(flags);
     ASSERT_TRUE(options.ok()) << options.status();
@@ -234,7 +238,7 @@ TEST(CodecToRunConfigTest, FillsCodecLayoutsClipAndEveryParam) {
   EXPECT_EQ(params.qsgd_bucket(), 128u);
   EXPECT_EQ(params.drop_scope(), 1u);
   EXPECT_TRUE(params.sampled_means());
-  EXPECT_FALSE(params.drop_quantize());
+  EXPECT_EQ(params.drop_survivors(), 0u);
   EXPECT_EQ(params.tau(), options->tau);
   EXPECT_EQ(params.proportion(), options->proportion);
   EXPECT_EQ(params.drop_ratio(), options->drop_ratio);

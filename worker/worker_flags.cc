@@ -262,9 +262,13 @@ void AddCompressorFlags(CLI::App* app, WorkerOptions* o) {
        "--partition_bytes)")
       ->check(CLI::IsMember({"global", "tensor"}))
       ->group("Compressors");
-  Switch(app, "drop_quantize", &o->drop_quantize,
-         "dropping: send the survivors as 2-bit codes (sign -> the chunk's "
-         "mean of that sign, INDEX_SIGN) instead of (index, float) pairs")
+  Flag(app, "drop_survivors", &o->drop_survivors,
+       "dropping: how the kept values are sent: values ((index, float32) "
+       "pairs, INDEX_VALUE), 1bit (a sign bit -> the chunk's mean of that "
+       "sign, INDEX_SIGN: Aji & Heafield's 1-bit average, section 5.4) or "
+       "2bit (sign and large/small bits -> the bucket's mean |value|, "
+       "INDEX_2BIT: their 2-bit quantization, sections 5.4 and 6)")
+      ->check(CLI::IsMember({"values", "1bit", "2bit"}))
       ->group("Compressors");
   Flag(app, "qsgd_levels", &o->qsgd_levels,
        "qsgd (Alistarh et al. 2017): levels s per sign; a value takes "

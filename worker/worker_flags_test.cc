@@ -75,7 +75,7 @@ TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
                            "proportion",
                            "drop_ratio",
                            "drop_scope",
-                           "drop_quantize",
+                           "drop_survivors",
                            "qsgd_levels",
                            "qsgd_bucket",
                            "sample_size",
@@ -239,7 +239,8 @@ TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
       {"--drop_ratio=1.5", "--drop_ratio"},
       {"--drop_ratio=nan", "--drop_ratio"},
       {"--drop_scope=layer", "--drop_scope"},
-      {"--drop_quantize=maybe", "--drop_quantize"},
+      {"--drop_survivors=true", "--drop_survivors"},
+      {"--drop_survivors=3bit", "--drop_survivors"},
       {"--qsgd_levels=0", "--qsgd_levels"},
       {"--qsgd_levels=128", "--qsgd_levels"},
       {"--qsgd_bucket=0", "--qsgd_bucket"},
@@ -273,7 +274,7 @@ TEST(WorkerFlagsTest, TheCompressorsFlagsParseAndDefaultToTheKernels) {
     EXPECT_EQ(parsed.options.proportion, defaults.proportion);
     EXPECT_EQ(parsed.options.drop_ratio, defaults.drop_ratio);
     EXPECT_EQ(parsed.options.drop_scope, "global");
-    EXPECT_EQ(parsed.options.drop_quantize, defaults.drop_quantize);
+    EXPECT_EQ(parsed.options.drop_survivors, "values");
     EXPECT_EQ(parsed.options.qsgd_levels, defaults.qsgd_levels);
     EXPECT_EQ(parsed.options.qsgd_bucket, defaults.qsgd_bucket);
     EXPECT_EQ(parsed.options.sample_size, defaults.sample_size);
@@ -282,14 +283,14 @@ TEST(WorkerFlagsTest, TheCompressorsFlagsParseAndDefaultToTheKernels) {
   Parsed parsed;
   parsed.Parse(
       "--codec=dropping --tau=0.25 --proportion 0.125 --drop_ratio=0.9 "
-      "--drop_scope=tensor --drop_quantize --qsgd_levels=127 "
+      "--drop_scope=tensor --drop_survivors=2bit --qsgd_levels=127 "
       "--qsgd_bucket=1 --sample_size=1 --sampled_means");
   const WorkerOptions& o = parsed.options;
   EXPECT_EQ(o.tau, 0.25f);
   EXPECT_EQ(o.proportion, 0.125f);
   EXPECT_EQ(o.drop_ratio, 0.9f);
   EXPECT_EQ(o.drop_scope, "tensor");
-  EXPECT_TRUE(o.drop_quantize);
+  EXPECT_EQ(o.drop_survivors, "2bit");
   EXPECT_EQ(o.qsgd_levels, 127u);
   EXPECT_EQ(o.qsgd_bucket, 1u);
   EXPECT_EQ(o.sample_size, 1u);
@@ -306,41 +307,46 @@ TEST(WorkerFlagsTest, SwitchesTakeExplicitValuesAndTheEnvironment) {
   {
     // tern launch passes a given switch on as --name=<value>.
     Parsed parsed;
-    parsed.Parse("--drop_quantize=true --sampled_means=false");
-    EXPECT_TRUE(parsed.options.drop_quantize);
-    EXPECT_FALSE(parsed.options.sampled_means);
+    parsed.Parse("--sampled_means=true");
+    EXPECT_TRUE(parsed.options.sampled_means);
     const auto given =
-        parsed.app.get_option("--drop_quantize")->reduced_results();
+        parsed.app.get_option("--sampled_means")->reduced_results();
     ASSERT_EQ(given.size(), 1u);
     Parsed again;
-    again.Parse("--drop_quantize=" + given[0]);
-    EXPECT_TRUE(again.options.drop_quantize);
+    again.Parse("--sampled_means=" + given[0]);
+    EXPECT_TRUE(again.options.sampled_means);
   }
   {
     Parsed parsed;
-    parsed.Parse("--drop_quantize");
+    parsed.Parse("--sampled_means");
     const auto given =
-        parsed.app.get_option("--drop_quantize")->reduced_results();
+        parsed.app.get_option("--sampled_means")->reduced_results();
     ASSERT_EQ(given.size(), 1u);
     Parsed again;
-    again.Parse("--drop_quantize=" + given[0]);
-    EXPECT_TRUE(again.options.drop_quantize) << given[0];
+    again.Parse("--sampled_means=" + given[0]);
+    EXPECT_TRUE(again.options.sampled_means) << given[0];
   }
-  ScopedEnv quantize("TERN_DROP_QUANTIZE", "true");
+  {
+    Parsed parsed;
+    parsed.Parse("--sampled_means=false");
+    EXPECT_FALSE(parsed.options.sampled_means);
+  }
+  ScopedEnv survivors("TERN_DROP_SURVIVORS", "1bit");
   ScopedEnv means("TERN_SAMPLED_MEANS", "1");
   ScopedEnv tau("TERN_TAU", "0.5");
   ScopedEnv scope("TERN_DROP_SCOPE", "tensor");
   ScopedEnv levels("TERN_QSGD_LEVELS", "3");
   Parsed parsed;
   parsed.Parse("");
-  EXPECT_TRUE(parsed.options.drop_quantize);
+  EXPECT_EQ(parsed.options.drop_survivors, "1bit");
   EXPECT_TRUE(parsed.options.sampled_means);
   EXPECT_EQ(parsed.options.tau, 0.5f);
   EXPECT_EQ(parsed.options.drop_scope, "tensor");
   EXPECT_EQ(parsed.options.qsgd_levels, 3u);
   Parsed overridden;
-  overridden.Parse("--drop_quantize=false --tau=0.125");
-  EXPECT_FALSE(overridden.options.drop_quantize);
+  overridden.Parse("--drop_survivors=values --sampled_means=false --tau=0.125");
+  EXPECT_EQ(overridden.options.drop_survivors, "values");
+  EXPECT_FALSE(overridden.options.sampled_means);
   EXPECT_EQ(overridden.options.tau, 0.125f);
 }
 

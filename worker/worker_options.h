@@ -102,7 +102,8 @@ struct WorkerOptions {
       kDefaultCodecOptions.drop_scope == kernels::DropScope::kGlobal
           ? "global"
           : "tensor";
-  bool drop_quantize = kDefaultCodecOptions.drop_quantize; // dropping
+  std::string drop_survivors =  // dropping: values | 1bit | 2bit
+      kernels::DropSurvivorsName(kDefaultCodecOptions.drop_survivors);
   uint32_t qsgd_levels = kDefaultCodecOptions.qsgd_levels; // qsgd
   uint32_t qsgd_bucket = kDefaultCodecOptions.qsgd_bucket; // qsgd
   // adaptive, dropping; onebit with sampled_means
