@@ -16,6 +16,11 @@ InProcessShard::InProcessShard(uint32_t shard, uint32_t num_shards,
   options.num_shards = num_shards;
   options.num_workers = num_workers;
   options.barrier_timeout = barrier_timeout;
+  // The barrier's expiry rule alone: the trainer tests restart workers
+  // across expiries and expect the step to stay open for them.
+  // --on_worker_loss has its own tests (server/aggregator_test.cc,
+  // tests/worker_loss_test.sh).
+  options.worker_loss_timeout = absl::InfiniteDuration();
   aggregator_ = *server::Aggregator::Create(options, MakeNullLogger());
   service_ =
       std::make_unique<server::PsService>(aggregator_.get(), MakeNullLogger());
