@@ -19,7 +19,8 @@ TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 STEPS=12
 RANDOM=16  # the kill steps are drawn from this seed
-# fail, cleanup on exit, wait_for; `pids` collects what to kill.
+# fail, cleanup on exit, wait_for, records, final_checksum; `pids`
+# collects what to kill.
 source "$(dirname "$0")/support/processes.sh"
 
 # shard RUN [LISTEN]: starts the shard of run RUN in the background (SHARD).
@@ -48,14 +49,6 @@ workers() {
   done
 }
 
-final_checksum() {  # RUN WORKER
-  /usr/bin/python3 -c 'import json, sys
-records = [json.loads(l) for l in open(sys.argv[1])]
-assert records[-1].get("final"), "no final record"
-print(records[-1]["param_checksum"])' "$TMP/$1-$2.jsonl"
-}
-records() { [[ -f "$1" ]] && wc -l <"$1" || echo 0; }
-has_records() { (($(records "$1") >= $2)); }
 
 wait_workers() {  # RUN: both workers exit 0
   local rc

@@ -16,7 +16,8 @@ TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 STEPS=16
 RANDOM=23  # the kill steps are drawn from this seed
-# fail, cleanup on exit, wait_for; `pids` collects what to kill.
+# fail, cleanup on exit, wait_for, records, final_checksum; `pids`
+# collects what to kill.
 source "$(dirname "$0")/support/processes.sh"
 
 # run POLICY: a shard and workers 0..2 (W0, W1, W2) in the background.
@@ -37,14 +38,6 @@ run() {
   done
 }
 
-records() { [[ -f "$1" ]] && wc -l <"$1" || echo 0; }
-has_records() { (($(records "$1") >= $2)); }
-final_checksum() {  # POLICY WORKER
-  /usr/bin/python3 -c 'import json, sys
-records = [json.loads(l) for l in open(sys.argv[1])]
-assert records[-1].get("final"), "no final record"
-print(records[-1]["param_checksum"])' "$TMP/$1-$2.jsonl"
-}
 exit_code() {  # PID: sets RC (not in a subshell: only this shell can wait)
   RC=0
   wait "$1" || RC=$?
