@@ -5,7 +5,8 @@
 #   1. three calls on one connection whose length prefixes declare 2 GB
 #      each and whose bytes keep coming, 1 GiB in all (tests/hostile/
 #      h2_flood.py): gRPC's transport quota of the shard, (2 + 2) x 64 MiB
-#      + 64 MiB = 320 MiB (common/net/server.h), resets them;
+#      + 64 MiB = 320 MiB (common/net/server.h), bounds what it takes of
+#      them (it resets them, fails them, or stops granting window);
 #   2. a Join of a few bytes declaring 2^31 chunks: FAILED_PRECONDITION
 #      before anything is allocated for it; 300 more of them leave at most
 #      5 lines in the shard's log (refusals are logged at a bounded rate,
@@ -72,8 +73,21 @@ check_after() {  # what bound_mb
 start_shard
 flood=$($PY "$FLOOD" "127.0.0.1:$PORT" --streams 3 --send_mb 1024)
 echo "flood: $flood"
-[[ "$flood" == *'"calls": {"1": "reset", "3": "reset", "5": "reset"}'* ]] ||
-  fail "the flood's calls were not all reset: $flood"
+# The shard must refuse the calls' bytes: reset them at the quota, fail
+# them in gRPC's transport ("grpc-status 14 Failed parsing HTTP/2"), or stop
+# granting flow-control window (the sender stalls with the calls open, and
+# closes them); never answer one OK. Which of the three gRPC 1.51 picks
+# depends on timing (all three seen here); the peak RSS below is the bound
+# that matters.
+$PY -c 'import json, sys
+flood = json.loads(sys.argv[1])
+calls = flood["calls"]
+assert sorted(calls) == ["1", "3", "5"], calls
+stalled = flood["why"].startswith("stalled")
+assert all(c == "reset" or (stalled and c == "open") or
+           (c.startswith("grpc-status ") and not c.startswith("grpc-status 0 "))
+           for c in calls.values()), calls' "$flood" ||
+  fail "the flood's calls were not all refused: $flood"
 check_after "2 GB length prefixes, 1 GiB sent" 400
 
 # ------------------------------------------------ 2. 2^31 chunks declared ---
