@@ -290,14 +290,10 @@ int RunParameterServer(const PsOptions& options, Logger logger,
   }
   logger->set_level(*ParseLogLevel(options.log_level));
   absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
-      metrics::Metrics::Start(options.metrics);
+      metrics::Metrics::Start(options.metrics, logger);
   if (!metrics.ok()) {
     logger->error("{}", std::string(metrics.status().message()));
     return process::ExitCodeFor(metrics.status());
-  }
-  if ((*metrics)->port() != 0) {
-    logger->info("Prometheus metrics on {} (port {})", options.metrics.listen,
-                 (*metrics)->port());
   }
   const int exit_code =
       options.mode != RunMode::kTernGrad

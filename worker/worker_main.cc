@@ -66,11 +66,7 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
         MetricsWriter::Open(options.metrics_out, trainer->start_step() > 0));
   }
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<metrics::Metrics> prometheus,
-                        metrics::Metrics::Start(options.metrics));
-  if (prometheus->port() != 0) {
-    logger->info("Prometheus metrics on {} (port {})", options.metrics.listen,
-                 prometheus->port());
-  }
+                        metrics::Metrics::Start(options.metrics, logger));
   // Labelled by its index in the whole run, which its data slice is (a
   // geo worker's --worker_id counts within its data center).
   WorkerMetrics live(prometheus->registry(), options.DataSlice(),

@@ -23,7 +23,7 @@ Metrics::Metrics(const MetricsOptions& options)
 Metrics::~Metrics() = default;
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(
-    const MetricsOptions& options) {
+    const MetricsOptions& options, const Logger& logger) {
   if (absl::Status status = ValidateMetricsOptions(options); !status.ok()) {
     return status;
   }
@@ -44,6 +44,10 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(
   metrics->exposer_->RegisterCollectable(metrics->registry_);
   const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
   metrics->port_ = ports.empty() ? 0 : ports.front();
+  if (logger != nullptr) {
+    logger->info("Prometheus metrics on {} (port {})", options.listen,
+                 metrics->port_);
+  }
   return metrics;
 }
 

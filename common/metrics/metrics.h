@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/logging.h"
 #include "common/metrics/metrics_options.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -33,9 +34,10 @@ class Metrics {
   // A registry, served at http://<options.listen>/metrics when listen is
   // not empty. INVALID_ARGUMENT for an address ValidateMetricsOptions
   // refuses; UNAVAILABLE naming the address when it cannot be bound (in
-  // use, not this machine's).
+  // use, not this machine's). When serving, logs "Prometheus metrics on
+  // <listen> (port <p>)" to `logger` (when not null), every role's line.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(
-      const MetricsOptions& options);
+      const MetricsOptions& options, const Logger& logger = nullptr);
   // Stops the endpoint (a scrape in progress finishes first).
   ~Metrics();
   Metrics(const Metrics&) = delete;
