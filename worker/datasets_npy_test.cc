@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/datasets.h"
@@ -19,16 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-std::string NewDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 // A .npy file: magic, version, little-endian header length, the header
 // dict padded with spaces and '\n' to a multiple of 64, then `data`.
@@ -89,7 +80,7 @@ void WriteGoodSet(const std::string& dir, int64_t train_n = 6,
 
 TEST(NpyTest, LoadsFloatInputsAsGivenAndIntLabels) {
   for (const int major : {1, 2, 3}) {
-    const std::string dir = NewDir();
+    const std::string dir = FreshTestDir();
     WriteGoodSet(dir);
     // Rewrite train_x in this version; the others stay version 1.
     Write(dir + "/train_x.npy",
@@ -120,7 +111,7 @@ TEST(NpyTest, ExampleRanksBecomeImages) {
                {{3, 4, 5}, {3, 4, 5}},
                {{2, 3, 4, 5}, {6, 4, 5}}};
   for (const auto& [example, image] : cases) {
-    const std::string dir = NewDir();
+    const std::string dir = FreshTestDir();
     WriteGoodSet(dir);
     for (const auto& [split, n] :
          {std::pair<std::string, int64_t>{"train", 6}, {"test", 3}}) {
@@ -141,7 +132,7 @@ TEST(NpyTest, ExampleRanksBecomeImages) {
 }
 
 TEST(NpyTest, Uint8InputsAreNormalizedWithTrainingStatistics) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   WriteGoodSet(dir);
   std::vector<uint8_t> pixels(6 * 4);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = (i * 37) % 256;
@@ -159,7 +150,7 @@ TEST(NpyTest, Uint8InputsAreNormalizedWithTrainingStatistics) {
 }
 
 TEST(NpyTest, FloatTargetsCountTheirValues) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   WriteGoodSet(dir);
   Write(dir + "/train_y.npy",
         NpyFile(Dict("<f4", {6, 2}), Bytes(Floats(12, 0.25f))));
@@ -174,7 +165,7 @@ TEST(NpyTest, FloatTargetsCountTheirValues) {
 }
 
 TEST(NpyTest, ShardsLikeTheOtherSets) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   WriteGoodSet(dir, /*train_n=*/8, /*test_n=*/2);
   auto sets = LoadDataset("npy", dir, 0);
   ASSERT_TRUE(sets.ok()) << sets.status();
@@ -307,7 +298,7 @@ class BadNpyTest : public ::testing::TestWithParam<BadFile> {};
 
 TEST_P(BadNpyTest, IsRefusedNamingTheFileAndField) {
   const BadFile& bad = GetParam();
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   WriteGoodSet(dir);
   Write(dir + "/" + bad.file + ".npy", bad.bytes);
   auto sets = LoadDataset("npy", dir, 0);
@@ -325,7 +316,7 @@ INSTANTIATE_TEST_SUITE_P(Files, BadNpyTest, ::testing::ValuesIn(BadFiles()),
                          });
 
 TEST(NpyTest, MissingFilesAndDirectoryAreNamed) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   WriteGoodSet(dir);
   fs::remove(dir + "/test_y.npy");
   auto sets = LoadDataset("npy", dir, 0);

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,17 +23,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 // --- writing test files ---------------------------------------------------
-
-// A fresh, empty directory for one test.
-std::string NewDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 void WritePlain(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -108,7 +98,7 @@ class IdxLoadTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(IdxLoadTest, LoadsAndNormalizesWithTrainingStatistics) {
   const bool gz = GetParam();
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   const SmallIdx train = MakeSmallIdx(12, 5, 4, 0);
   const SmallIdx test = MakeSmallIdx(3, 5, 4, 1);
   WriteIdxSet(dir, "train", train, gz);
@@ -158,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(GzAndPlain, IdxLoadTest, ::testing::Bool(),
                          });
 
 TEST(IdxTest, ReadsDimensionsAndData) {
-  const std::string path = NewDir() + "/a.idx";
+  const std::string path = FreshTestDir() + "/a.idx";
   WritePlain(path, Idx({2, 3}, {1, 2, 3, 4, 5, 6}));
   auto array = ReadIdxFile(path);
   ASSERT_TRUE(array.ok()) << array.status();
@@ -209,7 +199,8 @@ TEST_P(CorruptIdxTest, IsRejected) {
     bytes.clear();
     expect = "truncated";
   }
-  const std::string path = NewDir() + "/bad-idx3-ubyte" + (gz ? ".gz" : "");
+  const std::string path =
+      FreshTestDir() + "/bad-idx3-ubyte" + (gz ? ".gz" : "");
   (gz ? WriteGz : WritePlain)(path, bytes);
   auto array = ReadIdxFile(path);
   ASSERT_FALSE(array.ok());
@@ -232,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(IdxTest, DamagedGzipStreamIsInvalidArgument) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   // Varied data so that the deflate stream is long enough to damage.
   std::vector<uint8_t> data(4000);
   for (size_t i = 0; i < data.size(); ++i) data[i] = (i * 7919) % 251;
@@ -257,14 +248,14 @@ TEST(IdxTest, DamagedGzipStreamIsInvalidArgument) {
 }
 
 TEST(IdxTest, MissingFileIsNotFound) {
-  auto array = ReadIdxFile(NewDir() + "/nothing-here");
+  auto array = ReadIdxFile(FreshTestDir() + "/nothing-here");
   ASSERT_FALSE(array.ok());
   EXPECT_EQ(array.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(array.status().message()), HasSubstr("nothing-here"));
 }
 
 TEST(IdxTest, GzipIsPreferredOverThePlainFile) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   WriteIdxSet(dir, "train", MakeSmallIdx(4, 2, 2, 0), /*gz=*/true);
   WriteIdxSet(dir, "t10k", MakeSmallIdx(2, 2, 2, 0), /*gz=*/true);
   // A plain file of another size beside the .gz is ignored.
@@ -275,7 +266,7 @@ TEST(IdxTest, GzipIsPreferredOverThePlainFile) {
 }
 
 TEST(IdxTest, LabelOutOfRangeNamesTheLabelsFile) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   SmallIdx train = MakeSmallIdx(4, 2, 2, 0);
   train.labels[2] = 10;
   WriteIdxSet(dir, "train", train, false);
@@ -290,7 +281,7 @@ TEST(IdxTest, LabelOutOfRangeNamesTheLabelsFile) {
 
 TEST(IdxTest, MismatchedCountsAndRanksAreInvalid) {
   {
-    const std::string dir = NewDir() + "_counts";
+    const std::string dir = FreshTestDir() + "_counts";
     fs::create_directories(dir);
     WriteIdxSet(dir, "train", MakeSmallIdx(4, 2, 2, 0), false);
     WriteIdxSet(dir, "t10k", MakeSmallIdx(2, 2, 2, 0), false);
@@ -301,7 +292,7 @@ TEST(IdxTest, MismatchedCountsAndRanksAreInvalid) {
     EXPECT_THAT(std::string(sets.status().message()), HasSubstr("3 labels"));
   }
   {
-    const std::string dir = NewDir() + "_rank";
+    const std::string dir = FreshTestDir() + "_rank";
     fs::create_directories(dir);
     WriteIdxSet(dir, "train", MakeSmallIdx(4, 2, 2, 0), false);
     WriteIdxSet(dir, "t10k", MakeSmallIdx(2, 2, 2, 0), false);
@@ -318,7 +309,7 @@ TEST(IdxTest, MismatchedCountsAndRanksAreInvalid) {
 // --- missing files and bad names -------------------------------------------
 
 TEST(LoadDatasetTest, MissingFilesNameTheFileAndTheRemedy) {
-  const std::string dir = NewDir();
+  const std::string dir = FreshTestDir();
   auto fashion = LoadDataset("fashion-mnist", dir, 0);
   ASSERT_FALSE(fashion.ok());
   EXPECT_EQ(fashion.status().code(), absl::StatusCode::kNotFound);
@@ -390,7 +381,7 @@ void WriteCifar(const std::string& dir) {
 TEST(CifarTest, LoadsChannelsInOrder) {
   for (const bool nested : {false, true}) {
     SCOPED_TRACE(nested);
-    const std::string dir = NewDir() + (nested ? "_nested" : "_flat");
+    const std::string dir = FreshTestDir() + (nested ? "_nested" : "_flat");
     WriteCifar(nested ? dir + "/cifar-10-batches-bin" : dir);
     auto sets = LoadDataset("cifar10", dir, 0);
     ASSERT_TRUE(sets.ok()) << sets.status();
@@ -418,7 +409,7 @@ TEST(CifarTest, LoadsChannelsInOrder) {
 
 TEST(CifarTest, BadFilesAreRejected) {
   {
-    const std::string dir = NewDir() + "_size";
+    const std::string dir = FreshTestDir() + "_size";
     WriteCifar(dir);
     std::vector<uint8_t> bytes = CifarRecords(2, 0);
     bytes.pop_back();
@@ -430,7 +421,7 @@ TEST(CifarTest, BadFilesAreRejected) {
                 HasSubstr("data_batch_3.bin"));
   }
   {
-    const std::string dir = NewDir() + "_label";
+    const std::string dir = FreshTestDir() + "_label";
     WriteCifar(dir);
     std::vector<uint8_t> bytes = CifarRecords(3, 0);
     bytes[3073] = 10;  // the second record's label
@@ -442,7 +433,7 @@ TEST(CifarTest, BadFilesAreRejected) {
                 HasSubstr("test_batch.bin"));
   }
   {
-    const std::string dir = NewDir() + "_empty";
+    const std::string dir = FreshTestDir() + "_empty";
     WriteCifar(dir);
     WritePlain(dir + "/data_batch_5.bin", {});
     auto sets = LoadDataset("cifar10", dir, 0);
@@ -450,7 +441,7 @@ TEST(CifarTest, BadFilesAreRejected) {
     EXPECT_EQ(sets.status().code(), absl::StatusCode::kInvalidArgument);
   }
   {
-    const std::string dir = NewDir() + "_missing";
+    const std::string dir = FreshTestDir() + "_missing";
     WriteCifar(dir);
     fs::remove(dir + "/test_batch.bin");
     auto sets = LoadDataset("cifar10", dir, 0);
