@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -119,6 +120,23 @@ class Codec {
   // Encodes one chunk.
   virtual absl::StatusOr<Payload> Encode(absl::Span<const float> values,
                                          const EncodeContext& context) const = 0;
+
+  // Encodes one chunk into `out` (overwriting every field), with the bytes
+  // Encode() gives. A codec may reuse out's buffers: a caller that keeps
+  // one Payload per chunk from step to step (handing the previous step's
+  // back once it is sent) then touches no fresh pages. Encode() allocates a
+  // new buffer per call, which for a chunk above the allocator's mmap
+  // threshold (32 MiB in glibc) means page faults and zeroing in the
+  // kernel on every step. The default calls Encode(); on error `out` is
+  // unspecified.
+  virtual absl::Status EncodeInto(absl::Span<const float> values,
+                                  const EncodeContext& context,
+                                  Payload* out) const {
+    absl::StatusOr<Payload> payload = Encode(values, context);
+    if (!payload.ok()) return payload.status();
+    *out = *std::move(payload);
+    return absl::OkStatus();
+  }
 
   // Writes the values a push or a pull payload stands for into `out`
   // (overwriting it); a pull decodes to the average over the summands.

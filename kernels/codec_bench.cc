@@ -8,6 +8,13 @@
 //   bazel run -c opt //kernels:codec_bench -- --benchmark_filter=/1048576
 //   taskset -c 0 bazel-bin/kernels/codec_bench   # pin to one core
 //
+// fp32/encode makes a fresh Payload per call, as the worker's step does
+// today; fp32/encode_reused writes into one kept across calls
+// (Codec::EncodeInto). They differ above glibc's mmap threshold (32 MiB,
+// e.g. 2^24 floats), where each fresh payload is new pages that the kernel
+// faults in and zeroes: the worker pays that too when --partition_bytes
+// makes chunks that large, until it keeps its payloads between steps.
+//
 // Sizes are 2^10 .. 2^26 elements in steps of x4 for TernGrad, fp32 and
 // fp16; every other codec of the registry (the compressors of DESIGN
 // section 6) runs at 2^20 and 2^24: encode, decode, the worker's encode
@@ -174,6 +181,28 @@ void EncodeStage(benchmark::State& state, CodecId id, Layout push) {
   for (auto _ : state) {
     absl::StatusOr<Payload> payload = codec->Encode(g, context);
     benchmark::DoNotOptimize(payload->data.data());
+  }
+  SetFp32Bytes(state, n);
+}
+
+// The same into one Payload kept across iterations (Codec::EncodeInto), as
+// a worker that keeps each chunk's payload from step to step would run it.
+// EncodeStage's fresh Payload per call is what the worker's step does today:
+// at the default 4 MiB chunk glibc hands the freed block back from its heap,
+// but above its mmap threshold (32 MiB) every call maps, faults in and
+// zeroes new pages, and unmaps them again.
+void EncodeReusedStage(benchmark::State& state, CodecId id) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<float> g = Gradient(n, 0);
+  const std::unique_ptr<Codec> codec = Make(id);
+  EncodeContext context;
+  context.stream = kStream;
+  Payload payload;
+  for (auto _ : state) {
+    const absl::Status status = codec->EncodeInto(g, context, &payload);
+    benchmark::DoNotOptimize(status.ok());
+    benchmark::DoNotOptimize(payload.data.data());
+    benchmark::ClobberMemory();
   }
   SetFp32Bytes(state, n);
 }
@@ -444,6 +473,10 @@ void RegisterAll() {
     Register(name + "/encode", [id](benchmark::State& s) {
       EncodeStage(s, id, Layout::kUnspecified);
     });
+    if (id == CodecId::kFp32) {
+      Register(name + "/encode_reused",
+               [id](benchmark::State& s) { EncodeReusedStage(s, id); });
+    }
     Register(name + "/decode",
              [id](benchmark::State& s) { DecodeStage(s, id); });
     Register(name + "/server_step",

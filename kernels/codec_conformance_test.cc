@@ -389,6 +389,31 @@ TEST_P(RoundTripTest, SameInputAndStreamGiveTheSameBytes) {
   }
 }
 
+// EncodeInto writes Encode's payload over whatever `out` held before: a
+// payload of another codec with scalers and a longer, then a shorter, buffer
+// (a kept payload is reused with the capacity of an earlier step).
+TEST_P(RoundTripTest, EncodeIntoGivesEncodesPayloadOverAnyOldOne) {
+  const auto& [variant, n] = GetParam();
+  Build(variant);
+  if (codec_ == nullptr) return;
+  const std::vector<float> x = Input(n, 5);
+  EncodeContext context = PushContext(5, 9, 0);
+  context.scaler = SharedScaler({x});
+  const Payload want = Encode(x, context);
+  for (const size_t old_size : {want.data.size() + 100, size_t{1}}) {
+    Payload out;
+    out.codec = CodecId::kInt8;
+    out.layout = Layout::kIndexValue;
+    out.format_version = 7;
+    out.num_elements = 3;
+    out.num_summands = 5;
+    out.scalers = {1.0f, 2.0f, 3.0f};
+    out.data.assign(old_size, '\xAB');
+    ASSERT_TRUE(codec_->EncodeInto(x, context, &out).ok());
+    ExpectSamePayload(out, want);
+  }
+}
+
 // The biased codecs (the others) have an error that error feedback carries:
 // error_feedback_test checks that nothing is lost.
 std::vector<Variant> UnbiasedVariants() {

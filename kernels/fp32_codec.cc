@@ -12,16 +12,24 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "LAYOUT_RAW is little-endian; this copy assumes the host is");
 
+// Writes the header and the raw bytes into `payload`, reusing its data's
+// capacity. One pass over the bytes: assign() copies them straight in,
+// where resize() and a memcpy would first zero-fill the whole buffer.
+void FillPayload(absl::Span<const float> values, uint32_t num_summands,
+                 Payload* payload) {
+  payload->codec = CodecId::kFp32;
+  payload->layout = Layout::kRaw;
+  payload->format_version = kFormatVersion;
+  payload->num_elements = values.size();
+  payload->num_summands = num_summands;
+  payload->scalers.clear();
+  payload->data.assign(reinterpret_cast<const char*>(values.data()),
+                       values.size() * sizeof(float));
+}
+
 Payload MakePayload(absl::Span<const float> values, uint32_t num_summands) {
   Payload payload;
-  payload.codec = CodecId::kFp32;
-  payload.layout = Layout::kRaw;
-  payload.num_elements = values.size();
-  payload.num_summands = num_summands;
-  if (!values.empty()) {
-    std::memcpy(ResizeData(&payload, values.size() * sizeof(float)).data(),
-                values.data(), values.size() * sizeof(float));
-  }
+  FillPayload(values, num_summands, &payload);
   return payload;
 }
 
@@ -52,6 +60,12 @@ absl::Status DecodeFp32(const Payload& payload, absl::Span<float> out) {
 absl::StatusOr<Payload> Fp32Codec::Encode(absl::Span<const float> values,
                                           const EncodeContext&) const {
   return MakePayload(values, 1);
+}
+
+absl::Status Fp32Codec::EncodeInto(absl::Span<const float> values,
+                                   const EncodeContext&, Payload* out) const {
+  FillPayload(values, 1, out);
+  return absl::OkStatus();
 }
 
 absl::Status Fp32Codec::Decode(const Payload& payload,

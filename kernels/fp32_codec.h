@@ -19,6 +19,11 @@ class Fp32Codec final : public Codec {
   // Ignores the context: nothing is random or scaled.
   absl::StatusOr<Payload> Encode(absl::Span<const float> values,
                                  const EncodeContext& context) const override;
+  // The same bytes written into `out`, whose buffer is reused: no fresh
+  // pages when the caller keeps the payload from one step to the next.
+  absl::Status EncodeInto(absl::Span<const float> values,
+                          const EncodeContext& context,
+                          Payload* out) const override;
   // A push decodes to the worker's values, a pull to the average.
   absl::Status Decode(const Payload& payload,
                       absl::Span<float> out) const override;
