@@ -70,6 +70,8 @@ class AnswerCache {
   }
   void Clear() { answers_.clear(); }
   size_t size() const { return answers_.size(); }
+  // By step, oldest first (what a server's state file keeps).
+  const std::map<uint64_t, Answer>& all() const { return answers_; }
 
  private:
   size_t capacity_;

@@ -61,6 +61,15 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
        "largest message sent or received, in MiB; a round's answer for the "
        "whole model must fit")
       ->check(CLI::Range(1u, kMaxMessageMb));
+  Flag(app, "state_dir", &o->state_dir,
+       "keep the global server's state in this directory (global.state, "
+       "rewritten as data centers register, at each round's close and at "
+       "each late answer) and resume from it when restarted with the same "
+       "--num_datacenters and --seed, so that a killed GS does not end the "
+       "run; empty: none");
+  Flag(app, "state_sync", &o->state_sync,
+       "with --state_dir: flush each state write to disk (survives a machine "
+       "crash, not only a killed process)");
   Flag(app, "log_level", &o->log_level,
        "trace, debug, info (one line per round), warn, error, critical or "
        "off")

@@ -6,16 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
-#include "common/records/server_report.h"
 #include "common/net/peer_identity.h"
-#include "common/net/server.h"
 #include "common/net/plaintext.h"
+#include "common/net/server.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
+#include "common/records/server_report.h"
 #include "global/gs_flags.h"
 #include "global/gs_metrics.h"
 #include "global/gs_service.h"
+#include "global/gs_state.h"
 #include "global/round_aggregator.h"
 
 namespace tern::global {
@@ -34,6 +35,10 @@ RoundAggregatorOptions MakeAggregatorOptions(const GsOptions& options) {
   aggregator_options.hold_timeout = absl::Seconds(options.hold_timeout_s);
   aggregator_options.max_message_bytes =
       static_cast<uint64_t>(options.max_message_mb) << 20;
+  if (!options.state_dir.empty()) {
+    aggregator_options.state_path = GsStatePath(options.state_dir);
+    aggregator_options.state_sync = options.state_sync;
+  }
   return aggregator_options;
 }
 
@@ -96,6 +101,9 @@ void Report(const GsOptions& options, const RoundAggregator& aggregator,
 // their metrics in `metrics`.
 int ServeRounds(const GsOptions& options, const Logger& logger,
                 const process::StopRequest& stop, metrics::Metrics& metrics) {
+  if (!process::MakeStateDirIfAsked(options.state_dir, logger)) {
+    return process::kExitPermanent;
+  }
   GsMetrics round_metrics(metrics.registry(), options.num_datacenters);
   RoundAggregatorOptions aggregator_options = MakeAggregatorOptions(options);
   aggregator_options.round_closed = [&round_metrics](absl::Duration open_for) {

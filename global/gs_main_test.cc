@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "common/net/channel.h"
 #include "common/process/exit_codes.h"
 #include "common/process/stop.h"
+#include "global/gs_state.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -185,6 +187,29 @@ TEST_F(GsMainTest, ConfigurationErrorsExitWithOne) {
   bad_port_file.listen = "127.0.0.1:0";
   bad_port_file.port_file = TempDir() + "/no/such/dir/gs.port";
   EXPECT_EQ(RunGlobalServer(bad_port_file, MakeNullLogger(), never),
+            process::kExitPermanent);
+
+  // --state_dir is made if missing; one under a file cannot be.
+  GsOptions bad_state_dir;
+  bad_state_dir.listen = "127.0.0.1:0";
+  bad_state_dir.state_dir = "/proc/self/status/state";
+  EXPECT_EQ(RunGlobalServer(bad_state_dir, MakeNullLogger(), never),
+            process::kExitPermanent);
+
+  // A state file written for other data centers is refused at start.
+  const std::string dir = TempDir() + "/other-k";
+  std::filesystem::create_directories(dir);
+  GsSnapshot two;
+  two.num_datacenters = 2;
+  two.seed = GsOptions().seed;
+  two.registered.assign(2, false);
+  two.next_round.assign(2, 0);
+  ASSERT_TRUE(WriteGsState(GsStatePath(dir), two, false).ok());
+  GsOptions other_k;
+  other_k.listen = "127.0.0.1:0";
+  other_k.num_datacenters = 3;
+  other_k.state_dir = dir;
+  EXPECT_EQ(RunGlobalServer(other_k, MakeNullLogger(), never),
             process::kExitPermanent);
 }
 

@@ -36,6 +36,12 @@ struct GsOptions {
   // The largest gRPC message the GS sends or receives, in MiB. Register
   // refuses a model whose answer could exceed it.
   uint32_t max_message_mb = 64;
+  // When set, the GS keeps its state there (global.state: registrations,
+  // the open round, the kept answers; global/gs_state.h) and a restarted
+  // GS resumes from it.
+  std::string state_dir;
+  // With state_dir: flush each write to disk (survives a machine crash).
+  bool state_sync = true;
   std::string log_level = "info";
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h); none:
   // plaintext.

@@ -6,80 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "core/wire.h"
+#include "global/gs_wire.h"
 #include "global/messages.h"
 #include "kernels/payload.h"
 
 namespace tern::global {
-namespace {
-
-absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
-  return absl::Status(status.code(),
-                      absl::StrCat(prefix, ": ", status.message()));
-}
-
-absl::StatusOr<RegisterRequest> RegisterFromWire(
-    const tern::v1::RegisterRequest& wire) {
-  RegisterRequest request;
-  request.datacenter = wire.datacenter();
-  request.num_datacenters = wire.num_datacenters();
-  request.param_spec_hash = wire.param_spec_hash();
-  request.param_checksum = wire.param_checksum();
-  request.chunk_elements.assign(wire.chunk_elements().begin(),
-                                wire.chunk_elements().end());
-  const std::string prefix =
-      absl::StrCat("registration of data center ", wire.datacenter());
-  absl::StatusOr<kernels::CodecId> codec =
-      core::CodecFromWire(wire.update_codec());
-  if (!codec.ok()) return Prefixed(codec.status(), prefix);
-  request.update_codec = *codec;
-  absl::StatusOr<kernels::Layout> layout =
-      core::LayoutFromWire(wire.update_layout());
-  if (!layout.ok()) return Prefixed(layout.status(), prefix);
-  request.update_layout = *layout;
-  request.fp32_chunk_keys.assign(wire.fp32_chunk_keys().begin(),
-                                 wire.fp32_chunk_keys().end());
-  return request;
-}
-
-absl::StatusOr<SyncRequest> SyncFromWire(
-    const tern::v1::SyncRoundRequest& wire) {
-  SyncRequest request;
-  request.datacenter = wire.datacenter();
-  request.round = wire.round();
-  request.updates.reserve(wire.updates_size());
-  for (const tern::v1::ChunkPayload& chunk : wire.updates()) {
-    absl::StatusOr<kernels::Payload> payload =
-        core::PayloadFromWire(chunk.payload());
-    if (!payload.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("round ", wire.round(), ": chunk ", chunk.chunk_key(),
-                       " of data center ", wire.datacenter(), ": ",
-                       payload.status().message()));
-    }
-    request.updates.push_back(
-        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
-  }
-  return request;
-}
-
-void AnswerToWire(const RoundAnswer& answer, tern::v1::SyncRoundResponse* out) {
-  out->set_round(answer.round);
-  for (const ChunkPayload& chunk : answer.average) {
-    tern::v1::ChunkPayload* wire = out->add_average();
-    wire->set_chunk_key(chunk.chunk_key);
-    core::PayloadToWire(chunk.payload, wire->mutable_payload());
-  }
-  out->mutable_lagging()->Assign(answer.lagging.begin(), answer.lagging.end());
-  for (const Contribution& contribution : answer.contributions) {
-    tern::v1::RoundContribution* wire = out->add_contributions();
-    wire->set_datacenter(contribution.datacenter);
-    wire->set_round(contribution.round);
-  }
-}
-
-}  // namespace
-
 GsService::GsService(RoundAggregator* aggregator, Logger logger,
                      net::PeerPolicy peers)
     : aggregator_(aggregator),

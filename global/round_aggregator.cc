@@ -39,8 +39,19 @@ absl::StatusOr<std::unique_ptr<RoundAggregator>> RoundAggregator::Create(
     return absl::InvalidArgumentError("the round aggregator needs a clock");
   }
   if (logger == nullptr) logger = MakeNullLogger();
-  return std::unique_ptr<RoundAggregator>(
+  std::unique_ptr<RoundAggregator> aggregator(
       new RoundAggregator(std::move(options), std::move(logger)));
+  if (aggregator->options_.state_path.empty()) return aggregator;
+  absl::StatusOr<std::optional<GsSnapshot>> snapshot =
+      ReadGsState(aggregator->options_.state_path);
+  if (!snapshot.ok()) return snapshot.status();
+  if (snapshot->has_value()) {
+    absl::MutexLock lock(&aggregator->mu_);
+    if (absl::Status status = aggregator->Restore(**snapshot); !status.ok()) {
+      return status;
+    }
+  }
+  return aggregator;
 }
 
 RoundAggregator::RoundAggregator(RoundAggregatorOptions options, Logger logger)

@@ -53,6 +53,7 @@
 #include "core/admission.h"
 #include "core/barrier.h"
 #include "core/deferred.h"
+#include "global/gs_state.h"
 #include "global/messages.h"
 #include "global/update_encoding.h"
 #include "kernels/codec.h"
@@ -96,6 +97,12 @@ struct RoundAggregatorOptions {
   // time since its first update arrived (the metrics' round latency);
   // must not call back into the aggregator. Empty: nothing is called.
   std::function<void(absl::Duration)> round_closed;
+  // The state file (global/gs_state.h): read at Create when it exists, so
+  // a restarted GS goes on from it, and rewritten before each answer it
+  // holds is released. Empty: no state is kept.
+  std::string state_path;
+  // Flush each state write to disk (survives a machine crash).
+  bool state_sync = true;
 };
 
 // Counters since the start, for logs and metrics.
@@ -124,7 +131,9 @@ class RoundAggregator {
  public:
   // INVALID_ARGUMENT for options that cannot work (no data centers, a
   // timeout that is not positive, no clock, K * (max_lag + 2) beyond
-  // kMaxRoundSummands).
+  // kMaxRoundSummands). With a state file: DATA_LOSS for one that is
+  // damaged, FAILED_PRECONDITION for one written with another
+  // --num_datacenters or --seed, or whose model no longer fits.
   static absl::StatusOr<std::unique_ptr<RoundAggregator>> Create(
       RoundAggregatorOptions options, Logger logger);
 
@@ -255,6 +264,19 @@ class RoundAggregator {
   // Answers UNAVAILABLE the calls whose hold lasted hold_timeout.
   void ExpireHolds(absl::Time now, core::Deferred* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- the state file (round_state.cc) ---
+  // Goes on from the state read back: the registrations, the open round
+  // and its sums, the kept answers.
+  absl::Status Restore(const GsSnapshot& snapshot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunks of the restored sums against the model.
+  absl::Status CheckRestoredSums(const GsSnapshot& snapshot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rewrites the state file (when there is one) before the answers the
+  // caller gives are released; a failed write is logged and the run goes
+  // on (a restart would resume from an earlier state).
+  void SaveState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- failure and shutdown (round_aggregator.cc) ---
   void FailRun(absl::Status status, core::Deferred* deferred)

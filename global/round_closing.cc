@@ -223,6 +223,9 @@ void RoundAggregator::CloseRound(absl::Time now, core::Deferred* deferred) {
   sent_.Reset();
   contributions_.clear();
   round_bytes_in_ = 0;
+  // Before the answers are released (the caller's Deferred, after the
+  // lock): a restarted GS gives a retry the same answer.
+  SaveState();
 }
 
 }  // namespace tern::global

@@ -204,7 +204,11 @@ void RoundAggregator::Add(const SyncRequest& request,
   }
   // All K may have sent now, or a lagging data center may have caught up
   // enough to release a hold.
+  const uint64_t open = open_round_;
   MaybeClose(now, deferred);
+  // A late answer leaves the GS now: the state must hold the updates it
+  // took (a closing round saved them already).
+  if (late && open_round_ == open) SaveState();
 }
 
 void RoundAggregator::Accumulate(uint32_t d, uint64_t round,

@@ -213,6 +213,8 @@ absl::StatusOr<RegisterReply> RoundAggregator::Register(
         "data center {} registered ({} of {}); it sends round {} "
         "next, the GS is at round {}",
         d, count, options_.num_datacenters, next_round_[d], open_round_);
+    // Before the reply: a restarted GS must know the data center.
+    SaveState();
   } else {
     logger_->info(
         "data center {} registered again (a rejoin): it sends "

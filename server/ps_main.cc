@@ -1,21 +1,19 @@
 #include "server/ps_main.h"
 
-#include <filesystem>
 #include <memory>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/records/server_report.h"
 #include "common/checksum.h"
 #include "common/metrics/metrics.h"
 #include "common/net/peer_identity.h"
-#include "common/net/server.h"
 #include "common/net/plaintext.h"
+#include "common/net/server.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
+#include "common/records/server_report.h"
 #include "server/aggregator.h"
 #include "server/gs_link.h"
 #include "server/local_ps.h"
@@ -223,16 +221,10 @@ int RunShard(const PsOptions& options, Logger logger,
       *ParseWorkerLossPolicy(options.on_worker_loss);
   aggregator_options.worker_loss_timeout =
       absl::Seconds(options.worker_loss_timeout_s);
+  if (!process::MakeStateDirIfAsked(options.state_dir, logger)) {
+    return process::kExitPermanent;
+  }
   if (!options.state_dir.empty()) {
-    // Made here, so that a directory that cannot exist stops the shard at
-    // once instead of failing every state write of the run.
-    std::error_code error;
-    std::filesystem::create_directories(options.state_dir, error);
-    if (error) {
-      logger->error("--state_dir {}: cannot create it: {}", options.state_dir,
-                    error.message());
-      return process::kExitPermanent;
-    }
     aggregator_options.state_path =
         ShardStatePath(options.state_dir, options.shard_index);
     aggregator_options.state_sync = options.state_sync;

@@ -1,5 +1,8 @@
 #include "common/process/serve_loop.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "absl/time/clock.h"
 #include "common/process/exit_codes.h"
 #include "common/process/port_file.h"
@@ -27,6 +30,16 @@ bool WritePortFileIfAsked(const std::string& path, int port,
   const absl::Status status = WritePortFile(path, port);
   if (!status.ok()) logger->error("{}", std::string(status.message()));
   return status.ok();
+}
+
+bool MakeStateDirIfAsked(const std::string& dir, const Logger& logger) {
+  if (dir.empty()) return true;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    logger->error("--state_dir {}: cannot create it: {}", dir, error.message());
+  }
+  return !error;
 }
 
 }  // namespace tern::process

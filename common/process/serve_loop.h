@@ -30,6 +30,12 @@ int ServeUntilStopped(const StopRequest& stop, const Logger& logger,
 bool WritePortFileIfAsked(const std::string& path, int port,
                           const Logger& logger);
 
+// Makes the server's --state_dir `dir` (and its parents) unless it is
+// empty, so that a directory that cannot exist stops the server at once
+// instead of failing every state write of the run; logs and returns false
+// when it cannot.
+bool MakeStateDirIfAsked(const std::string& dir, const Logger& logger);
+
 }  // namespace tern::process
 
 #endif  // TERN_COMMON_PROCESS_SERVE_LOOP_H_
