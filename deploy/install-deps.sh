@@ -30,6 +30,9 @@ packages=(
   # examples/ and tests/torchscript_train_test.sh: PyTorch (the same 1.13 as
   # libtorch-dev) scripts and saves the TorchScript models tern worker loads.
   python3-torch
+  # The PyTorch API (python/tern): its C++ module is built with pybind11
+  # against Python's headers.
+  pybind11-dev python3-dev
   # --metrics_listen (common/metrics): prometheus-cpp's registry and pull
   # exposer; the Prometheus server scrapes a run in tests/metrics_test.sh.
   prometheus-cpp-dev prometheus

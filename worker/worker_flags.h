@@ -7,9 +7,11 @@
 #define TERN_WORKER_WORKER_FLAGS_H_
 
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/worker_options.h"
 
 namespace tern::worker {
@@ -24,6 +26,14 @@ void AddWorkerFlags(CLI::App* app, WorkerOptions* options);
 // naming the flags. RunWorker calls it first. Defined in
 // worker_flags_check.cc.
 absl::Status ValidateWorkerOptions(const WorkerOptions& options);
+
+// Parses `args` ("--codec=onebit", ...) as the worker's flags, with their
+// defaults, checks and TERN_<FLAG> variables, then ValidateWorkerOptions:
+// `tern worker`'s configuration for a worker started otherwise (the Python
+// API). INVALID_ARGUMENT with CLI11's message ("--codec: ...") for a bad
+// one. Defined in worker_args.cc.
+absl::StatusOr<WorkerOptions> ParseWorkerArgs(
+    const std::vector<std::string>& args);
 
 // Whether `name` is a --device the worker accepts: "cpu", "cuda" or
 // "cuda:N" with N a device ordinal below 64 written without leading zeros.
