@@ -8,16 +8,18 @@
 #
 # Usage (after bazel build //tern //python/tern:_tern.so):
 #   examples/torch_overhead.sh [STEPS] [PAIRS] [HIDDEN]
+# TERN (the binary) and TERN_PY_BIN (the directory holding tern/_tern.so)
+# override bazel-bin's.
 set -euo pipefail
 
 STEPS=${1:-300}
 PAIRS=${2:-3}
 HIDDEN=${3:-256}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TERN=$ROOT/bazel-bin/tern/tern
+TERN=${TERN:-$ROOT/bazel-bin/tern/tern}
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
-export PYTHONPATH=$ROOT/python:$ROOT/bazel-bin/python
+export PYTHONPATH=$ROOT/python:${TERN_PY_BIN:-$ROOT/bazel-bin/python}
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 "$PY" - "$TMP/data" <<'PY'
