@@ -7,8 +7,10 @@
 # the shards' CheckParams agreed every 5 steps, and the Python workers' loss
 # fell. Then a shard's refusal reaches Python as tern.torch.ShardError with
 # its status code: a Python worker with another model file is refused at
-# join (FAILED_PRECONDITION... naming both hashes), and bad arguments raise
-# ValueError/TypeError before any shard is contacted.
+# join (FAILED_PRECONDITION naming both hashes), and bad arguments raise
+# ValueError/TypeError before any shard is contacted. Last, one worker with
+# fp32 gets its own gradient back and SGD steps with it; a non-contiguous
+# gradient or a replaced parameter then raise ValueError/RuntimeError.
 #
 # Usage: torch_api_test.sh <tern binary> <tiny_bn_net.py> <torch_train.py>
 #        <tern/__init__.py of the package (beside torch.py and _tern.so)>
@@ -149,4 +151,42 @@ except tt.ShardError as e:
 PY
   fail "the refusal was not a ShardError with its code"
 cat "$TMP/refusal-1.log"
+
+# ------------------------------------- one worker, bad tensors mid-run ---
+shards alone 1
+"$PY" - "$PS" <<'PY' >"$TMP/alone-0.log" 2>&1 || fail "alone: see its log"
+import sys
+import torch
+import tern.torch as tt
+
+torch.manual_seed(1)
+model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 2))
+tt.init(ps=sys.argv[1].split(","), codec="fp32", rpc_timeout_s=20)
+opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                              model.named_parameters())
+tt.broadcast_parameters(model)
+before = [p.detach().clone() for p in model.parameters()]
+model(torch.randn(4, 6)).square().sum().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+opt.step()
+# fp32 with one worker: the average is this worker's own gradient.
+for p, b, g in zip(model.parameters(), before, grads):
+    assert torch.equal(p.grad, g), "the pulled gradient differs"
+    assert torch.allclose(p.detach(), b - 0.1 * g), "SGD did not step"
+# A transposed copy: the same shape, not contiguous.
+model[0].weight.grad = model[0].weight.grad.t().contiguous().t()
+try:
+    opt.step()
+    raise AssertionError("a non-contiguous gradient was exchanged")
+except ValueError as e:
+    print(f"non-contiguous gradient: ValueError: {e}")
+model[0].weight.grad = None
+model[0].weight.data = torch.zeros(5, 6)
+try:
+    opt.step()
+    raise AssertionError("a replaced parameter was exchanged")
+except RuntimeError as e:
+    print(f"replaced parameter: RuntimeError: {e}")
+PY
+cat "$TMP/alone-0.log"
 echo "PASS"
