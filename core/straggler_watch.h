@@ -33,6 +33,8 @@ class StragglerWatch {
     warned_ = true;
     return true;
   }
+  // Whether a member has arrived at this barrier (its clock runs).
+  bool Started() const { return first_ != absl::InfiniteFuture(); }
   // How long the barrier has waited since its first arrival.
   absl::Duration Waited(absl::Time now) const { return now - first_; }
   // The barrier completed: the next one starts afresh.

@@ -506,6 +506,23 @@ void Aggregator::WarnStragglers(absl::Time now) {
   }
 }
 
+Aggregator::Waiting Aggregator::WaitingFor() const {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.clock();
+  Waiting waiting;
+  waiting.step = step_;
+  if (run_ == nullptr || !failed_.ok()) return waiting;
+  // The watches' clocks run from their barrier's first arrival only.
+  if (scalers_.shared() == nullptr && share_watch_.Started()) {
+    waiting.waiting_for = absl::StrCat(scalers_.Missing(), " to share scalers");
+    waiting.waited = share_watch_.Waited(now);
+  } else if (!pushes_.pushed.complete() && push_watch_.Started()) {
+    waiting.waiting_for = absl::StrCat(pushes_.pushed.Missing(), " to push");
+    waiting.waited = push_watch_.Waited(now);
+  }
+  return waiting;
+}
+
 void Aggregator::Close(absl::Status status) {
   core::Deferred deferred;
   absl::MutexLock lock(&mu_);

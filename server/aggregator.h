@@ -176,6 +176,17 @@ class Aggregator {
   // (graceful shutdown: UNAVAILABLE, which workers treat as transient).
   void Close(absl::Status status);
 
+  // What the open step waits for, as the shard's straggler warning names
+  // it (tern.v1.WaitingResponse): the workers that have not shared their
+  // scalers, or else those that have not pushed, once a first worker has;
+  // empty `waiting_for` when nobody is awaited.
+  struct Waiting {
+    uint64_t step = 0;
+    std::string waiting_for;
+    absl::Duration waited;
+  };
+  Waiting WaitingFor() const;
+
   // The open step: the one the shard waits for pushes of.
   uint64_t step() const;
   bool all_joined() const;

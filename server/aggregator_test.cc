@@ -809,6 +809,7 @@ TEST_F(AggregatorTest, AStepWaitingLongNamesTheWorkersItWaitsFor) {
   options.straggler_warn = absl::Seconds(10);
   auto aggregator = Make(options, log.logger());
   JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  EXPECT_EQ(aggregator->WaitingFor().waiting_for, "");  // nobody came yet
   // Worker 0 shares its (empty) scalers, then workers 0 and 1 push step 0.
   auto share = Share(*aggregator, ScalerRequest{0, 0, {}});
   auto push0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
@@ -830,6 +831,11 @@ TEST_F(AggregatorTest, AStepWaitingLongNamesTheWorkersItWaitsFor) {
                          "step 0: still waiting for worker 2 to push, 10s "
                          "after the first worker did (a straggler? "
                          "--straggler_warn_s)"));
+  // What a worker's Waiting call reads: the same names.
+  const Aggregator::Waiting waiting = aggregator->WaitingFor();
+  EXPECT_EQ(waiting.step, 0u);
+  EXPECT_EQ(waiting.waiting_for, "workers 1,2 to share scalers");
+  EXPECT_EQ(waiting.waited, absl::Seconds(10));
   now_ += absl::Seconds(10);  // once per step
   ASSERT_TRUE(aggregator->ExpireWaits(now_).ok());
   EXPECT_EQ(log.Lines(spdlog::level::warn).size(), lines.size());

@@ -156,4 +156,20 @@ grpc::ServerUnaryReactor* PsService::CheckParams(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* PsService::Waiting(
+    grpc::CallbackServerContext* context,
+    const tern::v1::WaitingRequest* request,
+    tern::v1::WaitingResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!Admit(context, reactor, "Waiting", request->worker_id())) {
+    return reactor;
+  }
+  const Aggregator::Waiting waiting = aggregator_->WaitingFor();
+  response->set_step(waiting.step);
+  response->set_waiting_for(waiting.waiting_for);
+  response->set_waited_s(absl::ToDoubleSeconds(waiting.waited));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 }  // namespace tern::server

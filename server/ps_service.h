@@ -52,6 +52,11 @@ class PsService final : public tern::v1::ParameterServer::CallbackService {
       grpc::CallbackServerContext* context,
       const tern::v1::CheckParamsRequest* request,
       tern::v1::CheckParamsResponse* response) override;
+  // Read-only: what the open step waits for (Aggregator::WaitingFor).
+  grpc::ServerUnaryReactor* Waiting(
+      grpc::CallbackServerContext* context,
+      const tern::v1::WaitingRequest* request,
+      tern::v1::WaitingResponse* response) override;
 
  private:
   // net::CheckCaller for worker `worker`; when it refuses, logs that and

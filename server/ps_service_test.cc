@@ -428,6 +428,26 @@ TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
     EXPECT_EQ(shard_client->CheckParams(&context, check, &checked).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::WaitingRequest ask;
+    ask.set_worker_id(0);
+    tern::v1::WaitingResponse waiting;
+    EXPECT_EQ(shard_client->Waiting(&context, ask, &waiting).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    // As itself, Waiting answers: no step has begun, nobody is awaited.
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    tern::v1::WaitingRequest ask;
+    ask.set_worker_id(1);
+    tern::v1::WaitingResponse waiting;
+    ASSERT_TRUE(shard_client->Waiting(&context, ask, &waiting).ok());
+    EXPECT_EQ(waiting.step(), 0u);
+    EXPECT_EQ(waiting.waiting_for(), "");
+  }
   // Each as itself: join, share scalers and push-pull a step.
   std::vector<WorkerRun> runs(2);
   std::thread zero([&] { runs[0] = RunWorker(*shard_, 0, 2, As("worker-0")); });

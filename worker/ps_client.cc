@@ -276,17 +276,9 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     std::vector<std::unique_ptr<Call<Response>>> calls =
         StartCalls<Response>(stubs_, requests, todo, deadline, &queue, start);
     const auto warn = [&](const std::vector<size_t>& open) {
-      std::vector<std::string> shards;
-      for (const size_t index : open) {
-        const uint32_t shard = requests[index].shard;
-        shards.push_back(absl::StrCat(shard, " (", names_[shard], ")"));
-      }
-      logger_->warn(
-          "{}: no answer from shard {} after {}: a worker is late or the "
-          "shard is slow; the shard's log names the workers it waits for "
-          "(--straggler_warn_s)",
-          method, absl::StrJoin(shards, ", "),
-          absl::FormatDuration(options_.straggler_warn));
+      std::vector<uint32_t> shards;
+      for (const size_t index : open) shards.push_back(requests[index].shard);
+      WarnWaiting(method, requests[open.front()].request.worker_id(), shards);
     };
     const absl::Time warn_at = options_.straggler_warn > absl::ZeroDuration()
                                    ? attempt_start + options_.straggler_warn

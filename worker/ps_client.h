@@ -136,6 +136,15 @@ class PsClient {
                                 const absl::Status& last_error,
                                 net::Backoff* backoff);
 
+  // A call of `method` by worker `worker_id` has had no answer from
+  // `shards` for straggler_warn: logs, for each, what its open step waits
+  // for, as the shard says (tern.v1 Waiting, asked with a short deadline),
+  // so that every worker's log names the straggler; a shard that cannot
+  // say (an LPS, an older shard, no answer) is named alone
+  // (ps_client_stragglers.cc).
+  void WarnWaiting(const char* method, uint32_t worker_id,
+                   const std::vector<uint32_t>& shards) const;
+
   // Whether shard `shard` went away (killed, restarting): UNAVAILABLE, or
   // DEADLINE_EXCEEDED while its channel is not connected.
   bool ShardLost(uint32_t shard, const absl::Status& status) const;

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/captured_log.h"
 #include "common/net/server.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tern::worker {
@@ -53,6 +55,18 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
                         PushPullResponse* resp) override {
     ++push_pull_calls;
     return push_pull(*req, resp);
+  }
+  // Empty: Waiting is UNIMPLEMENTED, as an LPS's.
+  std::string waiting_for;
+  grpc::Status Waiting(grpc::ServerContext*, const tern::v1::WaitingRequest*,
+                       tern::v1::WaitingResponse* resp) override {
+    if (waiting_for.empty()) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not a shard");
+    }
+    resp->set_step(7);
+    resp->set_waiting_for(waiting_for);
+    resp->set_waited_s(12.5);
+    return grpc::Status::OK;
   }
   grpc::Status CheckParams(grpc::ServerContext*, const CheckParamsRequest* req,
                            CheckParamsResponse*) override {
@@ -261,6 +275,46 @@ TEST(PsClientTest, ASilentShardHitsTheDeadline) {
             absl::string_view::npos)
       << responses.status();
   EXPECT_LT(took, absl::Seconds(3));
+}
+
+// A step's call that waits --straggler_warn_s asks each shard it waits on
+// what its step waits for, so that this worker's log names the straggler.
+TEST(PsClientTest, ALateCallNamesWhatTheShardWaitsFor) {
+  Cluster cluster(2);
+  absl::Notification release;
+  for (auto& shard : cluster.shards) {
+    shard->push_pull = [&](const PushPullRequest& req, PushPullResponse* resp) {
+      release.WaitForNotificationWithTimeout(absl::Seconds(10));
+      resp->set_step(req.step());
+      return grpc::Status::OK;
+    };
+  }
+  cluster.shards[0]->waiting_for = "worker 2 to push";
+  CapturedLog log;
+  PsClientOptions options;
+  options.rpc_timeout = absl::Seconds(20);
+  options.straggler_warn = absl::Milliseconds(200);
+  auto client = *PsClient::Connect(cluster.addresses, options, log.logger());
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Seconds(1));
+    release.Notify();
+  });
+  const auto responses = client->PushPull(PushToAll(2, 7));
+  releaser.join();
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  EXPECT_THAT(
+      log.Lines(spdlog::level::warn),
+      ::testing::UnorderedElementsAre(
+          absl::StrCat("PushPull: no answer from shard 0 (",
+                       cluster.addresses[0],
+                       ") after 200ms: its step 7 waits for worker 2 to push, "
+                       "12s after the first worker's call (a straggler? "
+                       "--straggler_warn_s)"),
+          absl::StrCat("PushPull: no answer from shard 1 (",
+                       cluster.addresses[1],
+                       ") after 200ms: a worker is late or the shard is slow; "
+                       "the shard's log names the workers it waits for "
+                       "(--straggler_warn_s)")));
 }
 
 TEST(PsClientTest, ShareScalersAndCheckParams) {
