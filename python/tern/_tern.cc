@@ -192,6 +192,19 @@ PYBIND11_MODULE(_tern, m) {
         if (!options.ok()) throw py::value_error(options.status().ToString());
       },
       py::arg("args"), "ValueError unless `args` are valid tern worker flags.");
+  m.def(
+      "timeout_defaults",
+      [] {
+        // tern worker's defaults, so that init() shows the same numbers.
+        const tern::worker::WorkerOptions defaults;
+        py::dict out;
+        out["rpc_timeout_s"] = defaults.rpc_timeout_s;
+        out["join_timeout_s"] = defaults.join_timeout_s;
+        out["server_loss_timeout_s"] = defaults.server_loss_timeout_s;
+        out["straggler_warn_s"] = defaults.straggler_warn_s;
+        return out;
+      },
+      "tern worker's defaults of the four timeout flags, in seconds.");
   py::class_<Exchange>(m, "Exchange")
       .def(py::init<const std::vector<std::string>&,
                     std::vector<std::pair<std::string, py::buffer>>>(),

@@ -136,13 +136,29 @@ class Worker:
 
 
 _worker = None
+# tern worker's --rpc_timeout_s, --join_timeout_s, --server_loss_timeout_s
+# and --straggler_warn_s defaults, read from the C++ side.
+_TIMEOUTS = _tern.timeout_defaults()
 
 
-def init(ps, worker_id=0, num_workers=1, codec="terngrad", **flags):
-    """Configures this process's worker; see Worker for the flags."""
+def init(ps, worker_id=0, num_workers=1, codec="terngrad",
+         rpc_timeout_s=_TIMEOUTS["rpc_timeout_s"],
+         join_timeout_s=_TIMEOUTS["join_timeout_s"],
+         server_loss_timeout_s=_TIMEOUTS["server_loss_timeout_s"],
+         straggler_warn_s=_TIMEOUTS["straggler_warn_s"], **flags):
+    """Configures this process's worker; see Worker for the other flags.
+
+    rpc_timeout_s is every RPC's deadline; join_timeout_s how long the join
+    keeps trying shards that are not up yet; server_loss_timeout_s how long
+    a step keeps retrying a shard that went away; straggler_warn_s when a
+    call still unanswered is logged (0: never).
+    """
     global _worker
     _worker = Worker(ps, worker_id=worker_id, num_workers=num_workers,
-                     codec=codec, **flags)
+                     codec=codec, rpc_timeout_s=rpc_timeout_s,
+                     join_timeout_s=join_timeout_s,
+                     server_loss_timeout_s=server_loss_timeout_s,
+                     straggler_warn_s=straggler_warn_s, **flags)
     return _worker
 
 
