@@ -24,7 +24,9 @@ constexpr size_t kMaxWaitingFor = 200;
 // The shard's "waited" figure, which this worker does not trust to be sane.
 std::string WaitedText(double seconds) {
   if (!(seconds >= 0 && seconds < 1e7)) return "an unknown time";
-  return absl::FormatDuration(absl::Seconds(static_cast<int64_t>(seconds)));
+  // To a tenth of a second.
+  return absl::FormatDuration(
+      absl::Milliseconds(static_cast<int64_t>(seconds * 10) * 100));
 }
 
 }  // namespace

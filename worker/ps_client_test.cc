@@ -308,7 +308,7 @@ TEST(PsClientTest, ALateCallNamesWhatTheShardWaitsFor) {
           absl::StrCat("PushPull: no answer from shard 0 (",
                        cluster.addresses[0],
                        ") after 200ms: its step 7 waits for worker 2 to push, "
-                       "12s after the first worker's call (a straggler? "
+                       "12.5s after the first worker's call (a straggler? "
                        "--straggler_warn_s)"),
           absl::StrCat("PushPull: no answer from shard 1 (",
                        cluster.addresses[1],
