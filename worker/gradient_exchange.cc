@@ -147,6 +147,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> Connect(const WorkerOptions& options,
 
 }  // namespace
 
+// Optional members have no default constructor; Create sets them all.
 struct GradientExchange::State {
   WorkerOptions options;
   Logger logger;
@@ -173,7 +174,8 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> GradientExchange::Create(
   TERN_RETURN_IF_ERROR(ValidateWorkerOptions(options));
   if (options.mode != TrainMode::kTernGrad) {
     return absl::InvalidArgumentError(
-        "mode: the Python API exchanges gradients (mode=terngrad)");
+        "--mode: a GradientExchange exchanges gradients (--mode=terngrad); "
+        "the LPS modes exchange weights");
   }
   auto state = std::make_unique<State>();
   state->options = options;
