@@ -341,6 +341,7 @@ ChunkStats ComputeStats(absl::Span<const float> values) {
   const size_t n = values.size();
   if (n > 0 && std::fabs(data[0]) <= kMaxFiniteFloat) stats.shift = data[0];
 #if TERN_KERNELS_X86
+  const bool avx512 = simd::CpuHasAvx512();
   const bool avx2 = simd::CpuHasAvx2();
 #endif
   for (size_t begin = 0; begin < n; begin += kStatsBlockSize) {
@@ -349,7 +350,9 @@ ChunkStats ComputeStats(absl::Span<const float> values) {
     size_t done = 0;
 #if TERN_KERNELS_X86
     done = len / kStatsLanes * kStatsLanes;
-    if (avx2) {
+    if (avx512) {
+      simd::AccumulateStatsAvx512(data + begin, done, stats.shift, &lanes);
+    } else if (avx2) {
       simd::AccumulateStatsAvx2(data + begin, done, stats.shift, &lanes);
     } else {
       simd::AccumulateStatsSse2(data + begin, done, stats.shift, &lanes);

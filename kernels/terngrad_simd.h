@@ -96,6 +96,8 @@ void AccumulateStatsSse2(const float* values, size_t n, float shift,
                          StatsLanes* lanes);
 void AccumulateStatsAvx2(const float* values, size_t n, float shift,
                          StatsLanes* lanes);
+void AccumulateStatsAvx512(const float* values, size_t n, float shift,
+                           StatsLanes* lanes);
 
 #endif  // TERN_KERNELS_X86
 

@@ -611,6 +611,7 @@ TEST(SimdTest, StatsVariantsFollowTheLaneOrderBitForBit) {
   std::vector<void (*)(const float*, size_t, float, simd::StatsLanes*)>
       variants = {simd::AccumulateStatsSse2};
   if (simd::CpuHasAvx2()) variants.push_back(simd::AccumulateStatsAvx2);
+  if (simd::CpuHasAvx512()) variants.push_back(simd::AccumulateStatsAvx512);
   for (const auto variant : variants) {
     simd::StatsLanes got = {};
     variant(g.data(), g.size(), shift, &got);
