@@ -481,6 +481,29 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"fp16_one_shard", "fp16", "2bit", "bits", {}, 1}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// AdaGrad replicas stay identical; --eval_ema_decay changes what is
+// evaluated and nothing that is trained.
+TEST(TrainerTest, AdaGradWithAnEvaluatedMovingAverage) {
+  WorkerOptions options = SmallRun();
+  options.optimizer = "adagrad";
+  options.lr = 0.01;
+  options.steps = 8;
+  std::vector<WorkerResult> plain = Cluster(options, 2).Train();
+  options.eval_ema_decay = 0.9999;
+  std::vector<WorkerResult> averaged = Cluster(options, 2).Train();
+  for (const auto* results : {&plain, &averaged}) {
+    ASSERT_EQ(results->size(), 2u);
+    for (const WorkerResult& r : *results) {
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      ASSERT_TRUE(r.evaluation.has_value());
+    }
+    EXPECT_EQ((*results)[0].checksum, (*results)[1].checksum);
+  }
+  EXPECT_EQ(plain[0].checksum, averaged[0].checksum);
+  EXPECT_NE(plain[0].evaluation->loss, averaged[0].evaluation->loss);
+  EXPECT_EQ(averaged[0].evaluation->loss, averaged[1].evaluation->loss);
+}
+
 TEST(TrainerTest, ANonFiniteGradientStopsTheJobBeforeAnyPush) {
   WorkerOptions options = SmallRun();
   options.num_workers = 1;

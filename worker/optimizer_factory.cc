@@ -21,6 +21,15 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
                 .betas(std::make_tuple(options.momentum, 0.999))
                 .weight_decay(options.weight_decay)));
   }
+  if (options.optimizer == "adagrad") {
+    // Duchi et al.'s AdaGrad, as Dryden et al. and 1-bit SGD train with:
+    // libtorch's defaults (accumulator 0, eps 1e-10, no lr decay; the
+    // schedule sets the rate each step).
+    return std::unique_ptr<torch::optim::Optimizer>(
+        std::make_unique<torch::optim::Adagrad>(
+            std::move(parameters), torch::optim::AdagradOptions(options.lr)
+                                       .weight_decay(options.weight_decay)));
+  }
   const double momentum =
       options.optimizer == "momentum" ? options.momentum : 0.0;
   return std::unique_ptr<torch::optim::Optimizer>(

@@ -18,8 +18,8 @@
 
 namespace tern::worker {
 
-// sgd, momentum (SGD with --momentum) or adam (beta1 = --momentum) over
-// `parameters`. INVALID_ARGUMENT for adam with a momentum of 1 or more.
+// sgd, momentum (SGD with --momentum), adam (beta1 = --momentum) or adagrad
+// over `parameters`. INVALID_ARGUMENT for adam with a momentum of 1 or more.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
     const WorkerOptions& options, std::vector<torch::Tensor> parameters);
 

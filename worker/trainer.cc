@@ -319,6 +319,11 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
   const uint64_t fp32_bytes = sizeof(float) * params_.total_elements();
   const absl::Time start = absl::Now();
   ProgressLog progress(logger_, options_.steps, start);
+  // From the joined (or resumed) parameters: a resumed worker's average
+  // starts again from its checkpoint's weights (the checkpoint keeps none).
+  if (options_.eval_ema_decay > 0) {
+    average_.emplace(options_.eval_ema_decay, model_->parameters());
+  }
   for (uint64_t step = start_step_; step < options_.steps; ++step) {
     StepRecord rec;
     rec.worker = options_.worker_id;
@@ -327,6 +332,7 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
     rec.fp32_bytes = fp32_bytes;
     ComputeGradients(&rec);
     TERN_RETURN_IF_ERROR(protocol_->Step(client, step, &rec));
+    if (average_.has_value()) average_->Update(step);
     std::optional<Evaluation> evaluation;
     TERN_RETURN_IF_ERROR(
         FinishStep(client, metrics, live, step, start, &rec, &evaluation));
@@ -352,7 +358,9 @@ absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,
   const bool final = step + 1 == options_.steps;
   if (final || Every(options_.eval_every, step)) {
     const absl::Time eval_start = absl::Now();
+    if (average_.has_value()) average_->Swap();  // the average in
     *evaluation = Evaluate(*model_, data_.test, kEvalBatch, loss_);
+    if (average_.has_value()) average_->Swap();  // the replica back
     rec->eval_s = SecondsSince(eval_start);
     if (!std::isnan((*evaluation)->accuracy)) {
       rec->test_accuracy = (*evaluation)->accuracy;

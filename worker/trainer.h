@@ -42,6 +42,7 @@
 #include "worker/loss.h"
 #include "worker/models.h"
 #include "worker/param_buffer.h"
+#include "worker/parameter_average.h"
 #include "worker/ps_client.h"
 #include "worker/replica_checkpoint.h"
 #include "worker/step_metrics.h"
@@ -151,6 +152,8 @@ class Trainer {
   // The mode's exchange with the servers; borrows the members above, so it
   // is declared after them (and destroyed first).
   std::unique_ptr<StepProtocol> protocol_;
+  // --eval_ema_decay: what evaluations see; none without it.
+  std::optional<ParameterAverage> average_;
 
   std::optional<Evaluation> final_evaluation_;
   uint64_t final_checksum_ = 0;

@@ -163,8 +163,8 @@ void AddOptimizerFlags(CLI::App* app, WorkerOptions* o) {
   constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
   const double kInf = std::numeric_limits<double>::infinity();
   Flag(app, "optimizer", &o->optimizer,
-       "sgd, momentum (SGD with --momentum) or adam")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+       "sgd, momentum (SGD with --momentum), adam or adagrad")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adagrad"}))
       ->group("Optimizer");
   Flag(app, "lr", &o->lr, "base learning rate")
       ->check(FiniteIn(0, kInf))
@@ -300,6 +300,12 @@ void AddChecksAndOutputFlags(CLI::App* app, WorkerOptions* o) {
       ->group("Checks and output");
   Flag(app, "eval_every", &o->eval_every,
        "evaluate on the test set every N steps (0: only at the end)")
+      ->group("Checks and output");
+  Flag(app, "eval_ema_decay", &o->eval_ema_decay,
+       "evaluate an exponential moving average of the parameters with this "
+       "decay, ramped as min(decay, (1+t)/(10+t)) (TernGrad evaluates with "
+       "0.9999); training is unchanged; 0: evaluate the parameters")
+      ->check(FiniteIn(0, 0.999999999))
       ->group("Checks and output");
   Flag(app, "metrics_out", &o->metrics_out,
        "JSONL file, one record per step (empty: none)")

@@ -96,10 +96,15 @@ absl::Status ValidateTrainingOptions(const WorkerOptions& o) {
     return absl::InvalidArgumentError(
         "--weight_decay must be a finite number >= 0");
   }
+  if (!(o.eval_ema_decay >= 0 && o.eval_ema_decay < 1)) {
+    return absl::InvalidArgumentError(
+        "--eval_ema_decay must be in [0, 1) (0: no average)");
+  }
   if (o.optimizer != "sgd" && o.optimizer != "momentum" &&
-      o.optimizer != "adam") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer: '", o.optimizer, "' is not sgd, momentum or adam"));
+      o.optimizer != "adam" && o.optimizer != "adagrad") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer: '", o.optimizer,
+                     "' is not sgd, momentum, adam or adagrad"));
   }
   return absl::OkStatus();
 }
@@ -115,9 +120,15 @@ absl::Status ValidateLpsModeOptions(const WorkerOptions& o) {
                      "parameter server), not ",
                      o.ps.size()));
   }
-  if (o.optimizer == "adam") {
+  if (o.eval_ema_decay > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer=adam with --mode=", mode,
+        "--eval_ema_decay with --mode=", mode,
+        ": the local parameter server holds the weights (the workers see "
+        "quantized ones between evaluations)"));
+  }
+  if (o.optimizer == "adam" || o.optimizer == "adagrad") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer=", o.optimizer, " with --mode=", mode,
         ": the local parameter server runs momentum SGD (sgd or momentum)"));
   }
   if (o.momentum >= 1) {

@@ -161,6 +161,10 @@ TEST(WorkerFlagsTest, WeightGradModesCheckWhatTheLpsCanRun) {
   options.optimizer = "adam";
   EXPECT_NE(ValidateWorkerOptions(options).message().find("--optimizer=adam"),
             std::string::npos);
+  options.optimizer = "adagrad";
+  EXPECT_NE(
+      ValidateWorkerOptions(options).message().find("--optimizer=adagrad"),
+      std::string::npos);
   options.optimizer = "momentum";
   options.codec = kernels::CodecId::kQsgd;
   EXPECT_NE(ValidateWorkerOptions(options).message().find("--codec=qsgd"),

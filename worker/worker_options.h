@@ -73,7 +73,7 @@ struct WorkerOptions {
   std::string device = "cpu";
 
   // --- optimizer ---
-  std::string optimizer = "momentum";    // sgd | momentum | adam
+  std::string optimizer = "momentum";  // sgd | momentum | adam | adagrad
   double lr = 0.01;
   double momentum = 0.9;
   double weight_decay = 0.0005;
@@ -113,6 +113,9 @@ struct WorkerOptions {
   // --- checks and output ---
   uint64_t check_every = 100;            // parameter checksum every N steps
   uint64_t eval_every = 200;             // test-set evaluation every N steps
+  // Evaluate a moving average of the parameters with this decay
+  // (worker/parameter_average.h; TernGrad's 0.9999); 0: the parameters.
+  double eval_ema_decay = 0;
   std::string metrics_out;               // JSONL file, one record per step
   // Worker checkpoints (worker/checkpoint.h): the directory (empty: none)
   // and how often, in steps; one is also written after the last step.
