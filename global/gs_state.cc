@@ -1,9 +1,9 @@
 #include "global/gs_state.h"
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/float_bytes.h"
 #include "common/framed_file.h"
 #include "global/gs_wire.h"
 #include "tern/v1/gs_state.pb.h"
@@ -13,11 +13,6 @@ namespace {
 
 FramedFileOptions Frame(bool sync) {
   return FramedFileOptions{"TERNGS01", "global server state", sync};
-}
-
-std::string FloatBytes(const std::vector<float>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()),
-                     values.size() * sizeof(float));
 }
 
 tern::v1::GlobalServerState ToProto(const GsSnapshot& snapshot) {
@@ -76,13 +71,6 @@ absl::Status CheckShape(const tern::v1::GlobalServerState& state) {
     if (sum.datacenter() >= k) {
       return absl::InvalidArgumentError("a sum's data center is out of range");
     }
-    for (const tern::v1::ChunkSum& chunk : sum.chunks()) {
-      if (chunk.values().size() % sizeof(float) != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the sum of chunk ", chunk.chunk_key(),
-                         " is not a whole number of floats"));
-      }
-    }
   }
   return absl::OkStatus();
 }
@@ -106,10 +94,14 @@ absl::StatusOr<GsSnapshot> FromProto(const tern::v1::GlobalServerState& state) {
   snapshot.sums.resize(snapshot.num_datacenters);
   for (const tern::v1::DatacenterSum& sum : state.sums()) {
     for (const tern::v1::ChunkSum& chunk : sum.chunks()) {
-      std::vector<float>& values =
-          snapshot.sums[sum.datacenter()][chunk.chunk_key()];
-      values.resize(chunk.values().size() / sizeof(float));
-      std::memcpy(values.data(), chunk.values().data(), chunk.values().size());
+      std::optional<std::vector<float>> values =
+          FloatsFromBytes(chunk.values());
+      if (!values.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the sum of chunk ", chunk.chunk_key(),
+                         " is not a whole number of floats"));
+      }
+      snapshot.sums[sum.datacenter()][chunk.chunk_key()] = *std::move(values);
     }
   }
   for (const tern::v1::RoundContribution& contribution :

@@ -1,10 +1,10 @@
 #include "server/shard_state.h"
 
-#include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/float_bytes.h"
 #include "common/framed_file.h"
 #include "server/wire.h"
 
@@ -13,11 +13,6 @@ namespace {
 
 FramedFileOptions Frame(bool sync) {
   return FramedFileOptions{"TERNSHD1", "shard state", sync};
-}
-
-std::string FloatBytes(const std::vector<float>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()),
-                     values.size() * sizeof(float));
 }
 
 // FAILED_PRECONDITION when `state` was written with other flags.
@@ -67,15 +62,14 @@ absl::StatusOr<ShardSnapshot> SnapshotOf(const tern::v1::ShardState& state,
         ScalerReplyFromWire(state.open_scalers()));
   }
   for (const tern::v1::ChunkResidual& residual : state.residuals()) {
-    if (residual.values().size() % sizeof(float) != 0) {
+    std::optional<std::vector<float>> values =
+        FloatsFromBytes(residual.values());
+    if (!values.has_value()) {
       return damaged(absl::InvalidArgumentError(
           absl::StrCat("the residual of chunk ", residual.chunk_key(),
                        " is not a whole number of floats")));
     }
-    std::vector<float>& values = snapshot.residuals[residual.chunk_key()];
-    values.resize(residual.values().size() / sizeof(float));
-    std::memcpy(values.data(), residual.values().data(),
-                residual.values().size());
+    snapshot.residuals[residual.chunk_key()] = *std::move(values);
   }
   for (const tern::v1::StepChecksum& check : state.checks()) {
     snapshot.checks[check.step()] = {check.worker_id(), check.checksum()};
