@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/wire.h"
@@ -12,6 +13,26 @@ namespace {
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(),
                       absl::StrCat(prefix, ": ", status.message()));
+}
+
+// Each chunk's payload, checked as core::PayloadFromWire does;
+// INVALID_ARGUMENT prefixed with `where(chunk key)` for one that is not well
+// formed.
+template <typename Where>
+absl::Status ChunksFromWire(
+    const google::protobuf::RepeatedPtrField<tern::v1::ChunkPayload>& wire,
+    std::vector<ChunkPayload>* out, Where where) {
+  out->reserve(wire.size());
+  for (const tern::v1::ChunkPayload& chunk : wire) {
+    absl::StatusOr<kernels::Payload> payload =
+        core::PayloadFromWire(chunk.payload());
+    if (!payload.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(chunk.chunk_key()), ": ", payload.status().message()));
+    }
+    out->push_back(ChunkPayload{chunk.chunk_key(), *std::move(payload)});
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -45,19 +66,12 @@ absl::StatusOr<SyncRequest> SyncFromWire(
   SyncRequest request;
   request.datacenter = wire.datacenter();
   request.round = wire.round();
-  request.updates.reserve(wire.updates_size());
-  for (const tern::v1::ChunkPayload& chunk : wire.updates()) {
-    absl::StatusOr<kernels::Payload> payload =
-        core::PayloadFromWire(chunk.payload());
-    if (!payload.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("round ", wire.round(), ": chunk ", chunk.chunk_key(),
-                       " of data center ", wire.datacenter(), ": ",
-                       payload.status().message()));
-    }
-    request.updates.push_back(
-        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
-  }
+  absl::Status status =
+      ChunksFromWire(wire.updates(), &request.updates, [&](uint32_t key) {
+        return absl::StrCat("round ", wire.round(), ": chunk ", key,
+                            " of data center ", wire.datacenter());
+      });
+  if (!status.ok()) return status;
   return request;
 }
 
@@ -94,18 +108,12 @@ absl::StatusOr<RoundAnswer> AnswerFromWire(
     const tern::v1::SyncRoundResponse& wire) {
   RoundAnswer answer;
   answer.round = wire.round();
-  answer.average.reserve(wire.average_size());
-  for (const tern::v1::ChunkPayload& chunk : wire.average()) {
-    absl::StatusOr<kernels::Payload> payload =
-        core::PayloadFromWire(chunk.payload());
-    if (!payload.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the answer to round ", wire.round(), ": chunk ",
-                       chunk.chunk_key(), ": ", payload.status().message()));
-    }
-    answer.average.push_back(
-        ChunkPayload{chunk.chunk_key(), *std::move(payload)});
-  }
+  absl::Status status =
+      ChunksFromWire(wire.average(), &answer.average, [&](uint32_t key) {
+        return absl::StrCat("the answer to round ", wire.round(), ": chunk ",
+                            key);
+      });
+  if (!status.ok()) return status;
   answer.lagging.assign(wire.lagging().begin(), wire.lagging().end());
   for (const tern::v1::RoundContribution& contribution : wire.contributions()) {
     answer.contributions.push_back(
