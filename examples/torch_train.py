@@ -19,7 +19,8 @@ file, so every replica starts from the same parameters), trained with
 cross-entropy on DIR/train_x.npy and DIR/train_y.npy (the files of tern
 worker's --dataset=npy), each worker on its own slice, with plain SGD: the
 update `tern worker --optimizer sgd --momentum 0 --weight_decay 0` makes, so
-C++ workers can join with the same --lr. It prints one line per
+C++ workers can join with the same --lr (and --broadcast_start: every worker
+starts from worker 0's parameters, tern.torch.broadcast_parameters). It prints one line per
 --log_every steps and, at the end, the parameters' checksum.
 """
 

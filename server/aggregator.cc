@@ -86,6 +86,14 @@ absl::Status Aggregator::Restore(const ShardSnapshot& snapshot,
   }
   run_ = *std::move(run);
   step_ = snapshot.open_step;
+  // Worker 0's start, when its join configured the run; otherwise worker 0
+  // sends it again with its retried join.
+  if (run_->config.broadcast_start && snapshot.first_join.worker_id == 0 &&
+      !snapshot.first_join.initial_weights.empty()) {
+    start_weights_ = std::make_shared<const std::vector<ChunkPayload>>(
+        snapshot.first_join.initial_weights);
+    start_checksum_ = snapshot.first_join.param_checksum;
+  }
   for (const auto& [worker, step] : snapshot.dropped) {
     active_.Drop(worker, step);
     scalers_.Drop(worker, step_, nullptr);
@@ -233,6 +241,9 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
   if (absl::Status status = AdmitJoin(request); !status.ok()) {
     return refuse(std::move(status));
   }
+  if (absl::Status status = TakeStartWeights(request); !status.ok()) {
+    return refuse(std::move(status));
+  }
   if (worker < options_.num_workers && !active_.active(worker)) {
     return refuse(DroppedError(worker, *active_.dropped_at(worker)));
   }
@@ -242,7 +253,7 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
   } else {
     logger_->info("worker {} rejoined at step {}", worker, step_);
   }
-  const JoinReply reply{options_.shard_index, step_, run_->keys};
+  const JoinReply reply = JoinAnswer();
   if (!all_joined_ && joined_.complete()) {
     all_joined_ = true;
     logger_->info("all {} workers joined; starting at step {}",

@@ -222,6 +222,15 @@ class Aggregator {
   // Fixes the run from the first joiner, or compares a later one with it.
   absl::Status AdmitJoin(const JoinRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // broadcast_start (aggregator_start.cc): keeps worker 0's initial weights
+  // of this shard's chunks from its join; INVALID_ARGUMENT for weights that
+  // are not exactly those chunks in fp32 RAW with values within the
+  // magnitude rule, for none from worker 0, or for any from another worker
+  // or without broadcast_start.
+  absl::Status TakeStartWeights(const JoinRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to every join: with worker 0's weights under broadcast_start.
+  JoinReply JoinAnswer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Phase 1 of PushPull: whether the push is admitted, and its chunks. A
   // null result with OK means `done` was taken (a cached answer or a
   // duplicate that waits).
@@ -278,6 +287,12 @@ class Aggregator {
   core::ArrivalSet joined_ ABSL_GUARDED_BY(mu_);
   bool all_joined_ ABSL_GUARDED_BY(mu_) = false;
   core::WaiterList<JoinReply> join_waiters_ ABSL_GUARDED_BY(mu_);
+  // broadcast_start: worker 0's initial weights of this shard's chunks and
+  // its parameters' checksum, kept for the run (a shard's part in fp32, as
+  // a pull); null until worker 0 joined.
+  std::shared_ptr<const std::vector<ChunkPayload>> start_weights_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t start_checksum_ ABSL_GUARDED_BY(mu_) = 0;
 
   uint64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   ScalerBarrier scalers_ ABSL_GUARDED_BY(mu_);

@@ -801,6 +801,75 @@ TEST_F(AggregatorTest, AThousandRefusedCallsLogABoundedNumberOfLines) {
                           "worker 0 in the last 60 s were not logged"));
 }
 
+// --- broadcast_start: every worker gets worker 0's initial weights ---
+
+// Worker 0's weights of every chunk, fp32 RAW, value = key + i / 100.
+std::vector<ChunkPayload> StartWeights() {
+  std::vector<ChunkPayload> weights;
+  for (uint32_t key = 0; key < kChunkElements.size(); ++key) {
+    std::vector<float> values(kChunkElements[key]);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = key + i / 100.0f;
+    weights.push_back(
+        ChunkPayload{key, *Codec(CodecId::kFp32)->Encode(values, {})});
+  }
+  return weights;
+}
+
+TEST_F(AggregatorTest, BroadcastStartHandsWorkerZerosWeightsToEveryone) {
+  auto aggregator = Make(Options(2));
+  RunConfig config = MakeConfig(2, CodecId::kTernGrad);
+  config.broadcast_start = true;
+  JoinRequest one = MakeJoin(1, config);
+  one.param_checksum = 0x1111;  // its own start: not compared
+  auto first = Join(*aggregator, one);
+  EXPECT_FALSE(first->done());
+  JoinRequest zero = MakeJoin(0, config);
+  zero.initial_weights = StartWeights();
+  auto second = Join(*aggregator, zero);
+  for (const auto& call : {first, second}) {
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    const JoinReply& reply = call->value();
+    EXPECT_EQ(reply.param_checksum, kChecksum);
+    ASSERT_NE(reply.initial_weights, nullptr);
+    ASSERT_EQ(reply.initial_weights->size(), kChunkElements.size());
+    EXPECT_EQ((*reply.initial_weights)[2].payload.data,
+              zero.initial_weights[2].payload.data);
+  }
+}
+
+TEST_F(AggregatorTest, BroadcastStartRefusesWeightsThatWillNotDo) {
+  auto aggregator = Make(Options(2));
+  RunConfig config = MakeConfig(2, CodecId::kTernGrad);
+  config.broadcast_start = true;
+  auto expect_refused = [&](JoinRequest join, absl::string_view message) {
+    auto call = Join(*aggregator, join);
+    ASSERT_TRUE(call->done());
+    EXPECT_EQ(call->status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(call->status().message(), HasSubstr(message));
+  };
+  expect_refused(MakeJoin(0, config), "worker 0 sent no initial weights");
+  JoinRequest missing = MakeJoin(0, config);
+  missing.initial_weights = StartWeights();
+  missing.initial_weights.pop_back();
+  expect_refused(missing, "the initial weights of 2 chunks; this shard owns 3");
+  JoinRequest nan = MakeJoin(0, config);
+  nan.initial_weights = StartWeights();
+  std::vector<float> bad(kChunkElements[1], 0.0f);
+  bad[3] = std::nanf("");
+  nan.initial_weights[1].payload = *Codec(CodecId::kFp32)->Encode(bad, {});
+  expect_refused(nan, "initial weights of chunk 1: element 3 is nan");
+  JoinRequest other = MakeJoin(1, config);
+  other.initial_weights = StartWeights();
+  expect_refused(other, "worker 1 sent initial weights");
+  // Another worker without broadcast_start: the configs differ.
+  JoinRequest unlike = MakeJoin(1, MakeConfig(2, CodecId::kTernGrad));
+  auto call = Join(*aggregator, unlike);
+  ASSERT_TRUE(call->done());
+  EXPECT_EQ(call->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(call->status().message(), HasSubstr("broadcast_start"));
+}
+
 // --- stragglers are named before any timeout ---
 
 TEST_F(AggregatorTest, AStepWaitingLongNamesTheWorkersItWaitsFor) {

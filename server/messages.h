@@ -7,6 +7,7 @@
 #define TERN_SERVER_MESSAGES_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,8 @@ struct RunConfig {
   CodecParams codec_params;
   RunMode mode = RunMode::kTernGrad;
   OptimizerConfig optimizer;
+  // Every worker starts from worker 0's parameters, handed out at the join.
+  bool broadcast_start = false;
 };
 
 // The options the run's codec is made with, the same as the workers':
@@ -138,6 +141,10 @@ struct JoinReply {
   uint64_t next_step = 0;
   // The chunks this shard owns, ascending.
   std::vector<uint32_t> chunk_keys;
+  // broadcast_start: worker 0's initial weights of those chunks (shared by
+  // every answer; null otherwise) and its checksum of all its parameters.
+  std::shared_ptr<const std::vector<ChunkPayload>> initial_weights;
+  uint64_t param_checksum = 0;
 };
 
 struct ChunkScaler {

@@ -126,15 +126,16 @@ absl::Status CompareWithRun(const JoinRequest& request, const ShardRun& run,
   compare.Field("run_id", Quoted(mine.run_id), Quoted(first.run_id))
       .Field("partition_bytes", mine.partition_bytes, first.partition_bytes)
       .Field("seed", mine.seed, first.seed)
-      .Texts(mine.codec == first.codec, "codec",
-             kernels::CodecName(mine.codec), kernels::CodecName(first.codec))
+      .Texts(mine.codec == first.codec, "codec", kernels::CodecName(mine.codec),
+             kernels::CodecName(first.codec))
       .Texts(mine.push_layout == first.push_layout, "push layout",
              kernels::LayoutName(mine.push_layout),
              kernels::LayoutName(first.push_layout))
       .Texts(mine.pull_layout == first.pull_layout, "pull layout",
              kernels::LayoutName(mine.pull_layout),
              kernels::LayoutName(first.pull_layout))
-      .Field("clip", mine.clip, first.clip);
+      .Field("clip", mine.clip, first.clip)
+      .Field("broadcast_start", mine.broadcast_start, first.broadcast_start);
   CompareCodecParams(mine.codec_params, first.codec_params, &compare);
   compare.Texts(mine.fp32_chunk_keys == first.fp32_chunk_keys,
                 "fp32 chunk keys", KeyList(mine.fp32_chunk_keys),
@@ -142,8 +143,10 @@ absl::Status CompareWithRun(const JoinRequest& request, const ShardRun& run,
                 "every worker must keep the same tensors in fp32 "
                 "(--fp32_tensors, --min_compress_elems)");
   CompareModel(request, run, &compare);
-  // The initial parameters matter only before the first step completes.
-  compare.Texts(step != 0 || request.param_checksum == run.initial_checksum,
+  // The initial parameters matter only before the first step completes, and
+  // not when every worker loads worker 0's (broadcast_start).
+  compare.Texts(step != 0 || first.broadcast_start ||
+                    request.param_checksum == run.initial_checksum,
                 "param checksum", FormatChecksum(request.param_checksum),
                 FormatChecksum(run.initial_checksum),
                 "workers must start from the same parameters (same --seed "

@@ -71,6 +71,7 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   config.optimizer.lr_gamma = optimizer.lr_gamma();
   config.optimizer.steps = optimizer.steps();
   config.optimizer.steps_per_epoch = optimizer.steps_per_epoch();
+  config.broadcast_start = wire.broadcast_start();
   return config;
 }
 
@@ -88,6 +89,7 @@ void ConfigToWire(const RunConfig& config, tern::v1::RunConfig* out) {
                                          config.fp32_chunk_keys.end());
   CodecParamsToWire(config.codec_params, out->mutable_codec_params());
   out->set_mode(static_cast<tern::v1::Mode>(config.mode));
+  out->set_broadcast_start(config.broadcast_start);
   tern::v1::OptimizerConfig* optimizer = out->mutable_optimizer();
   optimizer->set_lr(config.optimizer.lr);
   optimizer->set_momentum(config.optimizer.momentum);
@@ -261,6 +263,14 @@ void JoinToWire(const JoinReply& reply, tern::v1::JoinResponse* out) {
   out->set_next_step(reply.next_step);
   out->mutable_chunk_keys()->Assign(reply.chunk_keys.begin(),
                                     reply.chunk_keys.end());
+  if (reply.initial_weights != nullptr) {
+    for (const ChunkPayload& chunk : *reply.initial_weights) {
+      tern::v1::ChunkPayload* wire = out->add_initial_weights();
+      wire->set_chunk_key(chunk.chunk_key);
+      PayloadToWire(chunk.payload, wire->mutable_payload());
+    }
+  }
+  out->set_param_checksum(reply.param_checksum);
 }
 
 void ScalersToWire(const ScalerReply& reply,

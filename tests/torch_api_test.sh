@@ -11,6 +11,8 @@
 # ValueError/TypeError before any shard is contacted. Last, one worker with
 # fp32 gets its own gradient back and SGD steps with it; a non-contiguous
 # gradient or a replaced parameter then raise ValueError/RuntimeError.
+# Between, broadcast_parameters: 2 Python workers that built different
+# starts both leave it with worker 0's parameters, bit for bit.
 #
 # Usage: torch_api_test.sh <tern binary> <tiny_bn_net.py> <torch_train.py>
 #        <tern/__init__.py of the package (beside torch.py and _tern.so)>
@@ -76,6 +78,7 @@ mixed() {
     --model "$TMP/tiny.pt" --dataset npy --data_dir "$TMP/data" \
     --steps "$STEPS" --batch_size 16 --lr 0.05 --optimizer sgd \
     --momentum 0 --weight_decay 0 --eval_every 0 --check_every 5 \
+    --broadcast_start=true \
     --metrics_out "$TMP/$codec-2.jsonl" >"$TMP/$codec-2.log" 2>&1 ||
     fail "$codec: the C++ worker exited $?"
   for w in 0 1; do
@@ -189,4 +192,36 @@ except RuntimeError as e:
     print(f"replaced parameter: RuntimeError: {e}")
 PY
 cat "$TMP/alone-0.log"
+
+# ----------------------- broadcast_parameters: worker 0's start wins ---
+shards start 2
+for w in 0 1; do
+  "$PY" - "$PS" "$w" >"$TMP/start-$w.log" 2>&1 <<'PY' &
+import sys
+import torch
+import tern.torch as tt
+
+worker = int(sys.argv[2])
+torch.manual_seed(100 + worker)  # each worker builds another start
+model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 2))
+tt.init(ps=sys.argv[1].split(","), worker_id=worker, num_workers=2,
+        codec="terngrad", rpc_timeout_s=20)
+opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                              model.named_parameters())
+before = [p.detach().clone() for p in model.parameters()]
+tt.broadcast_parameters(model)
+changed = any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+print(f"worker {worker}: start {tt.checksum()}, changed {changed}")
+PY
+  pids+=($!)
+  eval "S$w=$!"
+done
+for w in 0 1; do
+  wait "$(eval echo "\$S$w")" || fail "start: worker $w failed (see its log)"
+done
+c0=$(sed -n 's/^worker 0: start \(0x[0-9a-f]*\), changed False$/\1/p' "$TMP/start-0.log")
+c1=$(sed -n 's/^worker 1: start \(0x[0-9a-f]*\), changed True$/\1/p' "$TMP/start-1.log")
+[[ -n "$c0" && "$c0" == "$c1" ]] ||
+  fail "start: worker 0 kept '$c0', worker 1 loaded '$c1'"
+echo "broadcast_parameters: both workers start at $c0 (worker 1's own start replaced)"
 echo "PASS"

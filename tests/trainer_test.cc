@@ -647,6 +647,40 @@ TEST(TrainerWithRealShardsTest, TwoWorkersTwoShardsStayIdentical) {
   }
 }
 
+// --broadcast_start: worker 1 builds another start (its parameters are
+// shifted); without the flag the shards refuse it at join, with it worker 1
+// loads worker 0's parameters from both shards and the replicas agree.
+TEST(TrainerWithRealShardsTest, BroadcastStartGivesEveryoneWorkerZerosStart) {
+  WorkerOptions options = SmallRun();
+  options.steps = 4;
+  options.check_every = 2;
+  const auto shift_worker_one = [](uint32_t worker, TrainTest*, Model* model) {
+    if (worker != 1) return;
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor parameter : model->parameters()) {
+      parameter.add_(0.25);
+    }
+  };
+  {
+    Cluster cluster(options, 2, ShardKind::kReal);
+    cluster.join_timeout = absl::Seconds(5);
+    const std::vector<WorkerResult> refused = cluster.Train(shift_worker_one);
+    EXPECT_THAT(
+        absl::StrCat(refused[0].status.message(), refused[1].status.message()),
+        ::testing::HasSubstr("param checksum"));
+  }
+  options.broadcast_start = true;
+  Cluster cluster(options, 2, ShardKind::kReal);
+  const std::vector<WorkerResult> results = cluster.Train(shift_worker_one);
+  for (const WorkerResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.lines.size(), options.steps);
+  }
+  EXPECT_EQ(results[0].checksum, results[1].checksum);
+  EXPECT_EQ(ChecksumField(results[0].lines[1]),
+            ChecksumField(results[1].lines[1]));
+}
+
 // The GPU path's bookkeeping (worker/device_encoder.h) without a GPU: an
 // encoder that runs the CPU kernels on the "device" buffer, which on the
 // CPU is host memory. Counts the chunks it encodes.

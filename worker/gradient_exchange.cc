@@ -20,6 +20,7 @@
 #include "worker/models.h"
 #include "worker/param_buffer.h"
 #include "worker/ps_client.h"
+#include "worker/start_broadcast.h"
 #include "worker/terngrad_protocol.h"
 #include "worker/worker_flags.h"
 
@@ -208,15 +209,25 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> GradientExchange::Create(
       new GradientExchange(std::move(state)));
 }
 
-absl::Status GradientExchange::Join() {
+absl::Status GradientExchange::Join(bool broadcast_start) {
   State& s = *state_;
+  s.options.broadcast_start = s.options.broadcast_start || broadcast_start;
   const tern::v1::JoinRequest request =
       BaseJoinRequest(s.options, *s.plan, s.codecs->options(), s.params->spec(),
                       s.spec_hash, s.params->Checksum());
-  TERN_ASSIGN_OR_RETURN(const std::vector<tern::v1::JoinResponse> responses,
-                        s.client->Join(request));
+  TERN_ASSIGN_OR_RETURN(
+      const std::vector<tern::v1::JoinResponse> responses,
+      s.client->Join(s.options.broadcast_start
+                         ? JoinRequestsWithStart(request, *s.plan, *s.params,
+                                                 s.codecs->fp32())
+                         : std::vector<tern::v1::JoinRequest>(
+                               s.client->num_shards(), request)));
   TERN_RETURN_IF_ERROR(CheckJoinResponses(responses, *s.client, *s.plan,
                                           s.options.run_id, ResumePoint{}));
+  if (s.options.broadcast_start && s.options.worker_id != 0) {
+    TERN_RETURN_IF_ERROR(
+        LoadStart(responses, *s.plan, s.codecs->fp32(), &*s.params));
+  }
   s.joined = true;
   s.logger->info(
       "joined {} shard(s) as worker {}/{}: {} parameters in {} tensors, "

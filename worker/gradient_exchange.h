@@ -56,8 +56,11 @@ class GradientExchange {
 
   // Joins the shards (retrying while they start, up to join_timeout_s).
   // The shards' refusal (another model, other parameters, another run
-  // configuration) comes back with their status code.
-  absl::Status Join();
+  // configuration) comes back with their status code. With
+  // `broadcast_start` (or options.broadcast_start) the run starts from
+  // worker 0's parameters: worker 0 sends them, and every other worker's
+  // parameter memory is overwritten with them (worker/start_broadcast.h).
+  absl::Status Join(bool broadcast_start = false);
   bool joined() const;
 
   // Exchanges step next_step(): `gradients` (one per parameter, in order,

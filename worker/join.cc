@@ -51,6 +51,7 @@ tern::v1::JoinRequest BaseJoinRequest(const WorkerOptions& options,
   config->set_num_shards(plan.partition.num_shards());
   config->set_partition_bytes(options.partition_bytes);
   config->set_seed(options.seed);
+  config->set_broadcast_start(options.broadcast_start);
   // Codec, clip, codec_params and the layouts the codec really writes.
   CodecToRunConfig(codec, config);
   for (const uint32_t key : plan.fp32_chunk_keys) {

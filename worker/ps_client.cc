@@ -335,10 +335,19 @@ absl::Status PsClient::PauseBeforeRetry(absl::Duration budget,
 
 absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
     const JoinRequest& request) {
+  return Join(std::vector<JoinRequest>(stubs_.size(), request));
+}
+
+absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
+    std::vector<JoinRequest> per_shard) {
+  if (per_shard.size() != stubs_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        per_shard.size(), " join requests for ", stubs_.size(), " shards"));
+  }
   std::vector<ShardRequest<JoinRequest>> requests(stubs_.size());
   for (uint32_t shard = 0; shard < stubs_.size(); ++shard) {
     requests[shard].shard = shard;
-    requests[shard].request = request;
+    requests[shard].request = std::move(per_shard[shard]);
     requests[shard].request.set_shard_index(shard);
   }
   return FanOut<JoinRequest, JoinResponse>(

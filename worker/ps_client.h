@@ -100,6 +100,9 @@ class PsClient {
   // Responses are in shard order.
   absl::StatusOr<std::vector<tern::v1::JoinResponse>> Join(
       const tern::v1::JoinRequest& request);
+  // The same with a request of its own for each shard (in shard order).
+  absl::StatusOr<std::vector<tern::v1::JoinResponse>> Join(
+      std::vector<tern::v1::JoinRequest> requests);
 
   // Sends each request to its shard, all in parallel, and waits for every
   // answer. Responses are in request order. An UNAVAILABLE answer is

@@ -17,6 +17,7 @@
 #include "worker/loss.h"
 #include "worker/lps_protocol.h"
 #include "worker/optimizer_factory.h"
+#include "worker/start_broadcast.h"
 #include "worker/terngrad_protocol.h"
 #include "worker/worker_flags.h"
 
@@ -276,11 +277,23 @@ absl::Status Trainer::Join(PsClient& client) {
                   FormatChecksum(*model_->file_hash()),
                   model_->returns_loss() ? ", computes its own loss" : "");
   }
-  TERN_ASSIGN_OR_RETURN(const std::vector<tern::v1::JoinResponse> responses,
-                        client.Join(request));
+  // Worker 0's start travels with a fresh join only (a resumed worker has
+  // its checkpoint's parameters).
+  const bool broadcast = options_.broadcast_start && start_step_ == 0;
+  TERN_ASSIGN_OR_RETURN(
+      const std::vector<tern::v1::JoinResponse> responses,
+      client.Join(broadcast ? JoinRequestsWithStart(request, plan_, params_,
+                                                    codecs_.fp32())
+                            : std::vector<tern::v1::JoinRequest>(
+                                  client.num_shards(), request)));
   TERN_RETURN_IF_ERROR(
       CheckJoinResponses(responses, client, plan_, options_.run_id,
                          ResumePoint{start_step_, checkpointer_.path()}));
+  if (broadcast && options_.worker_id != 0) {
+    TERN_RETURN_IF_ERROR(LoadStart(responses, plan_, codecs_.fp32(), &params_));
+    logger_->info("loaded worker 0's parameters from the shards (checksum {})",
+                  FormatChecksum(params_.Checksum()));
+  }
   if (start_step_ > 0) {
     logger_->info("rejoined run '{}' at step {} (shards at step{} {})",
                   options_.run_id, start_step_, responses.size() > 1 ? "s" : "",

@@ -85,6 +85,11 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "seed", &o->seed,
        "run seed: model init, data order and the stochastic rounding")
       ->group("Cluster");
+  Flag(app, "broadcast_start", &o->broadcast_start,
+       "terngrad: start from worker 0's parameters, which it sends with its "
+       "join and the shards hand to every worker (every worker of the run "
+       "sets it); otherwise each worker builds its own and they must match")
+      ->group("Cluster");
   Flag(app, "rpc_timeout_s", &o->rpc_timeout_s,
        "deadline of every RPC to a shard, in seconds")
       ->check(FinitePositive())

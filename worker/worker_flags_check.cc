@@ -120,6 +120,12 @@ absl::Status ValidateLpsModeOptions(const WorkerOptions& o) {
                      "parameter server), not ",
                      o.ps.size()));
   }
+  if (o.broadcast_start) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--broadcast_start with --mode=", mode,
+        ": the local parameter server starts from worker 0's weights "
+        "already"));
+  }
   if (o.eval_ema_decay > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--eval_ema_decay with --mode=", mode,

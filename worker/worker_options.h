@@ -40,6 +40,10 @@ struct WorkerOptions {
   std::vector<std::string> ps;
   std::string run_id = "tern";
   uint64_t seed = 1;
+  // Every worker starts from worker 0's parameters, which worker 0 sends
+  // with its join and the shards hand out (--mode=terngrad); otherwise each
+  // builds its own and the shards compare their checksums.
+  bool broadcast_start = false;
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
   // How long a step's calls keep retrying a shard that went away (killed,

@@ -95,11 +95,13 @@ class Exchange {
     exchange_ = *std::move(exchange);
   }
 
-  void Join() {
+  // `broadcast_start`: every worker starts from worker 0's parameters,
+  // written into this worker's parameter memory.
+  void Join(bool broadcast_start) {
     absl::Status joined;
     {
       py::gil_scoped_release unlocked;
-      joined = exchange_->Join();
+      joined = exchange_->Join(broadcast_start);
     }
     if (!joined.ok()) throw ShardFailure{joined};
   }
@@ -209,7 +211,7 @@ PYBIND11_MODULE(_tern, m) {
       .def(py::init<const std::vector<std::string>&,
                     std::vector<std::pair<std::string, py::buffer>>>(),
            py::arg("args"), py::arg("params"))
-      .def("join", &Exchange::Join)
+      .def("join", &Exchange::Join, py::arg("broadcast_start") = false)
       .def("step", &Exchange::Step, py::arg("gradients"))
       .def("checksum", &Exchange::Checksum)
       .def("check_params", &Exchange::CheckParams)

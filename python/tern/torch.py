@@ -101,11 +101,16 @@ class Worker:
                                "since they were given to tern")
         return self._exchange
 
-    def join(self):
-        """Joins the shards, once; they refuse another model or start."""
+    def join(self, broadcast_start=False):
+        """Joins the shards, once; they refuse another model or start.
+
+        broadcast_start: every worker starts from worker 0's parameters,
+        which worker 0 sends and the others' tensors are overwritten with.
+        """
         exchange = self._ready()
         if not exchange.joined:
-            exchange.join()
+            with torch.no_grad():
+                exchange.join(broadcast_start=broadcast_start)
 
     def exchange(self):
         """Replaces every parameter's .grad by the workers' average."""
@@ -171,18 +176,18 @@ def _current(worker):
 
 
 def broadcast_parameters(model, worker=None):
-    """Joins the shards with the model's parameters.
+    """Joins the shards and starts every worker from worker 0's parameters.
 
-    tern's shards hold no weights, so every replica must start from worker
-    0's parameters by building them the same way: load the same file, or
-    seed the same generator (torch.manual_seed) before building the model.
-    The join carries the parameters' checksum, and the shards refuse a
-    worker whose start differs from the first worker's (ShardError,
-    FAILED_PRECONDITION naming both checksums).
+    Worker 0 sends its parameters with its join (each shard its chunks), and
+    every other worker's tensors are overwritten in place with what the
+    shards hand back, checked against worker 0's checksum (tern worker's
+    --broadcast_start: a C++ worker in the same run sets it too; the shards
+    refuse a mix, naming broadcast_start). Without this call (a lazy join at
+    the first step), every worker must build the same start itself.
     """
     worker = _current(worker)
     worker.attach(model.named_parameters())
-    worker.join()
+    worker.join(broadcast_start=True)
 
 
 def checksum(worker=None):

@@ -1,0 +1,36 @@
+// The identical start copied from worker 0 (--broadcast_start; the
+// tern.torch.broadcast_parameters of python/tern): worker 0 sends each shard
+// its parameters of that shard's chunks with its join, and every worker
+// loads what the shards hand back, then checks the whole against worker 0's
+// checksum. Without it every worker builds its own start (same seed, same
+// file) and the shards compare the checksums.
+#ifndef TERN_WORKER_START_BROADCAST_H_
+#define TERN_WORKER_START_BROADCAST_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/codec.h"
+#include "tern/v1/parameter_server.pb.h"
+#include "worker/chunk_plan.h"
+#include "worker/param_buffer.h"
+
+namespace tern::worker {
+
+// One join request per shard (shard order): `base` with, for worker 0,
+// the fp32 RAW values of `params` of that shard's chunks.
+std::vector<tern::v1::JoinRequest> JoinRequestsWithStart(
+    const tern::v1::JoinRequest& base, const ChunkPlan& plan,
+    const ParamBuffer& params, const kernels::Codec& fp32);
+
+// Loads worker 0's weights from the shards' answers into `params` (and so
+// into the model's tensors). FAILED_PRECONDITION when a shard sent none or
+// not its chunks, or when the loaded parameters' checksum is not worker 0's;
+// INVALID_ARGUMENT for values that do not decode.
+absl::Status LoadStart(const std::vector<tern::v1::JoinResponse>& responses,
+                       const ChunkPlan& plan, const kernels::Codec& fp32,
+                       ParamBuffer* params);
+
+}  // namespace tern::worker
+
+#endif  // TERN_WORKER_START_BROADCAST_H_
