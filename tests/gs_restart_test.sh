@@ -2,16 +2,22 @@
 # Issue 16: the WeightGrad global server killed with SIGKILL in the middle
 # of a 2-data-center run and started again with the same command (tern
 # global --state_dir) resumes the rounds (global/README.md, "Recovery"):
-#   - a reference run: tern global, two LPSs (--mode weightgrad, a round
-#     every 4 local steps), one worker each, synthetic data;
+#   - two reference runs: tern global, two LPSs (--mode weightgrad, a
+#     round every 4 local steps), one worker each, synthetic data, 128
+#     steps (training converges: the final accuracy is near 1);
 #   - the same run whose GS is killed once data center 0's worker has
 #     recorded a step drawn from a seeded generator, and restarted on the
 #     same port 2 s later: no worker exits before the end (the LPSs retry
 #     their rounds), every worker exits 0, the restarted GS logs that it
 #     resumed, both LPSs end on the same final checksum, and the final test
-#     accuracy is within 0.5 points of the reference's (the rounds around
-#     the outage may close with a data center lagging, so the bits may
-#     differ; the accuracy may not).
+#     accuracy is at most 0.5 points below the lower of the references'.
+#     Undisturbed runs themselves end up to 0.7 points apart on a loaded
+#     machine (an LPS applies the GS's answers between its local steps, so
+#     round timing decides what a step sees), hence two references and a
+#     one-sided bound: the restart may not cost accuracy. The LPSs run with
+#     --sync_timeout_s 1, so that while the GS is down a data center trains
+#     on alone for about a second, then holds its worker (bounded
+#     divergence), as a run that cares about accuracy would set it.
 # Every wait polls with a deadline.
 #
 # Usage: gs_restart_test.sh <path of the tern binary>
@@ -19,7 +25,7 @@ set -euo pipefail
 
 TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
-STEPS=48
+STEPS=${STEPS:-128}
 RANDOM=16  # the kill step is drawn from this seed
 # fail, cleanup on exit, wait_for, records, final_checksum; `pids`
 # collects what to kill.
@@ -44,6 +50,7 @@ datacenters() {
   for d in 0 1; do
     "$TERN" ps --mode weightgrad --global "127.0.0.1:$GS_PORT" \
       --datacenter "$d" --num_datacenters 2 --sync_every 4 --num_workers 1 \
+      --sync_timeout_s 1 \
       --listen 127.0.0.1:0 --port_file "$TMP/$run-lps-$d.port" \
       >>"$TMP/$run-lps-$d.log" 2>&1 &
     pids+=($!)
@@ -53,7 +60,7 @@ datacenters() {
     port=$(cat "$TMP/$run-lps-$d.port")
     "$TERN" worker --mode weightgrad --ps "127.0.0.1:$port" --worker_id 0 \
       --num_workers 1 --dataset synthetic --model lenet --batch_size 32 \
-      --steps "$STEPS" --eval_every 0 --lr 0.01 --momentum 0.9 \
+      --steps "$STEPS" --eval_every 0 --lr "${LR:-0.03}" --momentum 0.9 \
       --metrics_out "$TMP/$run-$d.jsonl" >>"$TMP/$run-$d.log" 2>&1 &
     pids+=($!)
     eval "W$d=$!"
@@ -80,12 +87,15 @@ assert records[-1].get("final"), "no final record"
 print(records[-1]["test_accuracy"])' "$TMP/$1-$2.jsonl"
 }
 
-global ref
-datacenters ref
-finish ref
-reference=$(final_accuracy ref 0)
+references=()
+for ref in ref1 ref2; do
+  global "$ref"
+  datacenters "$ref"
+  finish "$ref"
+  references+=("$(final_accuracy "$ref" 0)")
+done
 
-kill_at=$((6 + RANDOM % (STEPS - 20)))
+kill_at=$((STEPS / 4 + RANDOM % (STEPS / 2)))
 global killed
 datacenters killed
 wait_for 120 has_records "$TMP/killed-0.jsonl" "$kill_at" ||
@@ -111,8 +121,9 @@ c1=$(final_checksum killed 1)
 [[ "$c0" == "$c1" ]] || fail "the data centers end on $c0 and $c1"
 got=$(final_accuracy killed 0)
 /usr/bin/python3 -c 'import sys
-ref, got = float(sys.argv[1]), float(sys.argv[2])
-print(f"final test accuracy {got:.4f}, the undisturbed run {ref:.4f}")
-sys.exit(0 if abs(got - ref) <= 0.005 else "FAIL: more than 0.5 points apart")' \
-  "$reference" "$got" || fail "accuracy"
+got, refs = float(sys.argv[1]), [float(a) for a in sys.argv[2:]]
+print(f"final test accuracy {got:.4f}; the undisturbed runs {refs}")
+sys.exit(0 if got >= min(refs) - 0.005 else
+         "FAIL: more than 0.5 points below the undisturbed runs")' \
+  "$got" "${references[@]}" || fail "accuracy"
 echo "PASS"
