@@ -55,6 +55,9 @@ absl::Status Aggregator::TakeStartWeights(const JoinRequest& request) {
         "run starts from its parameters (--broadcast_start)"));
   }
   if (start_weights_ != nullptr) return absl::OkStatus();  // a retry
+  // After step 0 nobody loads them: worker 0 rejoining from its checkpoint
+  // (to a restarted shard, say) sends none.
+  if (request.initial_weights.empty() && step_ > 0) return absl::OkStatus();
   if (request.initial_weights.empty()) {
     return absl::InvalidArgumentError(
         "worker 0 sent no initial weights, but the run starts from its "

@@ -870,6 +870,34 @@ TEST_F(AggregatorTest, BroadcastStartRefusesWeightsThatWillNotDo) {
   EXPECT_THAT(call->status().message(), HasSubstr("broadcast_start"));
 }
 
+// A shard restarted after step 0 whose run worker 1 configured holds no
+// start weights: worker 0, resuming from its checkpoint, rejoins without
+// them and is let in (nobody loads a start after step 0).
+TEST_F(AggregatorTest, BroadcastStartLetsWorkerZeroRejoinARestartedShard) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(dir, nullptr);
+  AggregatorOptions options = Options(2);
+  options.state_path = absl::StrCat(dir, "/broadcast.state");
+  std::remove(options.state_path.c_str());
+  RunConfig config = MakeConfig(2, CodecId::kFp32);
+  config.broadcast_start = true;
+  {
+    auto aggregator = Make(options);
+    auto one = Join(*aggregator, MakeJoin(1, config));
+    JoinRequest zero = MakeJoin(0, config);
+    zero.initial_weights = StartWeights();
+    auto first = Join(*aggregator, zero);
+    ASSERT_TRUE(one->done() && one->status().ok()) << one->status();
+    RunStepAndCheck(*aggregator, 2, 0, CodecId::kFp32);
+  }
+  auto restarted = Make(options);
+  ASSERT_EQ(restarted->step(), 1u);
+  auto rejoin = Join(*restarted, MakeJoin(0, config));
+  ASSERT_TRUE(rejoin->done());
+  ASSERT_TRUE(rejoin->status().ok()) << rejoin->status();
+  EXPECT_EQ(rejoin->value().next_step, 1u);
+}
+
 // --- stragglers are named before any timeout ---
 
 TEST_F(AggregatorTest, AStepWaitingLongNamesTheWorkersItWaitsFor) {
