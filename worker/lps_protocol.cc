@@ -12,6 +12,7 @@
 #include "kernels/codec_registry.h"
 #include "worker/local_scalers.h"
 #include "worker/optimizer_factory.h"
+#include "worker/start_broadcast.h"
 
 namespace tern::worker {
 
@@ -56,21 +57,11 @@ void LpsProtocol::AddToJoin(tern::v1::JoinRequest* request) const {
   *config->mutable_optimizer() = LpsOptimizerConfig(options_);
   if (options_.worker_id != 0) return;
   // The LPS starts from worker 0's weights (every worker's are the same:
-  // the checksum says so).
-  std::vector<float> flat(params_.total_elements());
-  params_.GatherParameters(absl::MakeSpan(flat));
-  for (const Chunk& chunk : plan_.partition.chunks()) {
-    absl::StatusOr<kernels::Payload> payload =
-        codecs_.fp32().Encode(absl::MakeConstSpan(flat).subspan(
-                                  chunk.flat_offset, chunk.num_elements),
-                              kernels::EncodeContext());
-    tern::v1::ChunkPayload* wire = request->add_initial_weights();
-    wire->set_chunk_key(chunk.key);
-    // fp32 encoding of finite or not values cannot fail; the LPS refuses
-    // non-finite weights.
-    if (payload.ok())
-      core::PayloadToWire(*std::move(payload), wire->mutable_payload());
-  }
+  // the checksum says so). The LPS is the plan's one shard.
+  std::vector<tern::v1::JoinRequest> one(1);
+  one[0].Swap(request);
+  AddStartWeights(plan_, params_, codecs_.fp32(), &one);
+  one[0].Swap(request);
 }
 
 absl::Status LpsProtocol::Step(PsClient& client, uint64_t step,

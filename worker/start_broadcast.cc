@@ -13,9 +13,15 @@ namespace tern::worker {
 std::vector<tern::v1::JoinRequest> JoinRequestsWithStart(
     const tern::v1::JoinRequest& base, const ChunkPlan& plan,
     const ParamBuffer& params, const kernels::Codec& fp32) {
-  const uint32_t num_shards = plan.partition.num_shards();
-  std::vector<tern::v1::JoinRequest> requests(num_shards, base);
-  if (base.worker_id() != 0) return requests;
+  std::vector<tern::v1::JoinRequest> requests(plan.partition.num_shards(),
+                                              base);
+  if (base.worker_id() == 0) AddStartWeights(plan, params, fp32, &requests);
+  return requests;
+}
+
+void AddStartWeights(const ChunkPlan& plan, const ParamBuffer& params,
+                     const kernels::Codec& fp32,
+                     std::vector<tern::v1::JoinRequest>* per_shard) {
   std::vector<float> flat(params.total_elements());
   params.GatherParameters(absl::MakeSpan(flat));
   for (const Chunk& chunk : plan.partition.chunks()) {
@@ -23,15 +29,15 @@ std::vector<tern::v1::JoinRequest> JoinRequestsWithStart(
         fp32.Encode(absl::MakeConstSpan(flat).subspan(chunk.flat_offset,
                                                       chunk.num_elements),
                     kernels::EncodeContext());
-    tern::v1::ChunkPayload* wire = requests[chunk.shard].add_initial_weights();
+    tern::v1::ChunkPayload* wire =
+        (*per_shard)[chunk.shard].add_initial_weights();
     wire->set_chunk_key(chunk.key);
-    // fp32 encoding cannot fail; the shards refuse values that are not
+    // fp32 encoding cannot fail; the servers refuse values that are not
     // finite.
     if (payload.ok()) {
       core::PayloadToWire(*std::move(payload), wire->mutable_payload());
     }
   }
-  return requests;
 }
 
 absl::Status LoadStart(const std::vector<tern::v1::JoinResponse>& responses,

@@ -17,8 +17,16 @@
 
 namespace tern::worker {
 
+// Adds the fp32 RAW values of `params` of every chunk to the request of the
+// chunk's shard (`per_shard`, in shard order, one per shard of the plan):
+// worker 0's start, which an LPS always starts from and TernGrad shards
+// hand out under broadcast_start.
+void AddStartWeights(const ChunkPlan& plan, const ParamBuffer& params,
+                     const kernels::Codec& fp32,
+                     std::vector<tern::v1::JoinRequest>* per_shard);
+
 // One join request per shard (shard order): `base` with, for worker 0,
-// the fp32 RAW values of `params` of that shard's chunks.
+// its start (AddStartWeights).
 std::vector<tern::v1::JoinRequest> JoinRequestsWithStart(
     const tern::v1::JoinRequest& base, const ChunkPlan& plan,
     const ParamBuffer& params, const kernels::Codec& fp32);
