@@ -73,7 +73,10 @@ line=$(grep -m1 "worker 2 lost" "$TMP/shrink-ps.log") ||
   fail "shrink: the shard's log does not name the lost worker"
 [[ "$line" =~ step\ ([0-9]+): ]] || fail "shrink: no step in '$line'"
 lost_step=${BASH_REMATCH[1]}
-((lost_step >= KILLED - 1 && lost_step <= KILLED)) ||
+# KILLED steps recorded: the shard waits for step KILLED, or for
+# KILLED + 1 when the kill fell between the shard closing step KILLED and
+# worker 2 writing that step's record (a loaded machine's CI run did that).
+((lost_step >= KILLED && lost_step <= KILLED + 1)) ||
   fail "shrink: the shard names step $lost_step, worker 2 recorded $KILLED"
 grep -q "going on with 2 of 3 workers" "$TMP/shrink-ps.log" ||
   fail "shrink: the shard's log does not say it went on with 2 workers"
