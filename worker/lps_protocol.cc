@@ -1,5 +1,6 @@
 #include "worker/lps_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -16,14 +17,15 @@
 
 namespace tern::worker {
 
+using tern::v1::JoinResponse;
 using tern::v1::PushPullRequest;
 using tern::v1::PushPullResponse;
 
 absl::StatusOr<std::unique_ptr<LpsProtocol>> LpsProtocol::Create(
     const WorkerOptions& options, ParamBuffer& params, const ChunkPlan& plan,
-    const CodecSet& codecs) {
+    const CodecSet& codecs, Logger logger) {
   std::unique_ptr<LpsProtocol> protocol(
-      new LpsProtocol(options, params, plan, codecs));
+      new LpsProtocol(options, params, plan, codecs, std::move(logger)));
   // The LPS's weight codecs (server/lps_state.h): ternary in the run's
   // push layout (2bit when the run pushes fp32), int8, fp32.
   kernels::CodecOptions ternary;
@@ -42,11 +44,13 @@ absl::StatusOr<std::unique_ptr<LpsProtocol>> LpsProtocol::Create(
 }
 
 LpsProtocol::LpsProtocol(const WorkerOptions& options, ParamBuffer& params,
-                         const ChunkPlan& plan, const CodecSet& codecs)
+                         const ChunkPlan& plan, const CodecSet& codecs,
+                         Logger logger)
     : options_(options),
       params_(params),
       plan_(plan),
       codecs_(codecs),
+      logger_(std::move(logger)),
       weights_(params.total_elements()) {}
 
 void LpsProtocol::AddToJoin(tern::v1::JoinRequest* request) const {
@@ -85,6 +89,65 @@ absl::Status LpsProtocol::Step(PsClient& client, uint64_t step,
   TERN_RETURN_IF_ERROR(LoadWeights(client, step, (*pulls)[0], rec));
   rec->decode_s = SecondsSince(phase);
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> LpsProtocol::Recover(
+    PsClient& client, uint64_t step, const absl::Status& failed,
+    const tern::v1::JoinRequest& first_join) {
+  // Only a restarted LPS refuses a push with OUT_OF_RANGE (PsClient does
+  // not retry it); every other error ends the run as before.
+  if (!absl::IsOutOfRange(failed)) return failed;
+  // The same request as at the first join (the LPS checks the run, the
+  // ParamSpec and the initial checksum again), but no start: the LPS keeps
+  // the weights it restored.
+  tern::v1::JoinRequest rejoin = first_join;
+  rejoin.clear_initial_weights();
+  absl::StatusOr<std::vector<JoinResponse>> responses = client.Join(rejoin);
+  if (!responses.ok()) {
+    return AtStep(step,
+                  absl::Status(responses.status().code(),
+                               absl::StrCat("rejoining the restarted LPS: ",
+                                            responses.status().message())));
+  }
+  return LoadRejoin(client, step, *responses);
+}
+
+absl::StatusOr<uint64_t> LpsProtocol::LoadRejoin(
+    const PsClient& client, uint64_t step,
+    const std::vector<JoinResponse>& responses) {
+  const JoinResponse& answer = responses.front();
+  const uint64_t next = answer.next_step();
+  const std::string lps = absl::StrCat("the LPS (", client.name(0), ")");
+  // The LPS's state cannot hold a step past the one this worker pushed.
+  if (next > step + 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step, ": ", lps, " restarted at step ", next,
+                     ", past step ", step + 1, " where this worker continues"));
+  }
+  const std::vector<uint32_t>& keys = plan_.shard_chunks[0];
+  if (!std::equal(answer.chunk_keys().begin(), answer.chunk_keys().end(),
+                  keys.begin(), keys.end())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, ": ", lps, " rejoined with ", answer.chunk_keys_size(),
+        " chunk keys, not this worker's ", keys.size(), " in key order"));
+  }
+  if (absl::Status loaded =
+          LoadStart(responses, plan_, codecs_.fp32(), &params_);
+      !loaded.ok()) {
+    return AtStep(step, absl::Status(loaded.code(),
+                                     absl::StrCat(lps, "'s weights at rejoin: ",
+                                                  loaded.message())));
+  }
+  // LoadStart checked the loaded weights against it: the final step's
+  // check (CheckFinal) holds when the LPS's state held the last step.
+  lps_checksum_ = answer.param_checksum();
+  const std::string redo = next <= step
+                               ? absl::StrCat("redoing ", step + 1 - next,
+                                              " step(s) from step ", next)
+                               : absl::StrCat("its state holds step ", step);
+  logger_->warn("{} restarted from its state: rejoined at step {} ({})", lps,
+                next, redo);
+  return next;
 }
 
 absl::StatusOr<PushPullRequest> LpsProtocol::EncodePush(uint64_t step,

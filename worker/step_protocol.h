@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -46,6 +47,20 @@ class StepProtocol {
   // Errors name the step.
   virtual absl::Status Step(PsClient& client, uint64_t step,
                             StepRecord* record) = 0;
+
+  // Step(client, step, ...) failed with `failed`: where the mode can
+  // continue after such an error (the LPS modes: the LPS restarted from
+  // its state), rejoins with `first_join`, the request this worker joined
+  // the run with, and loads the servers' parameters. Returns the step the
+  // training loop continues at: at most `step` (the steps from there on are
+  // done again), or step + 1 (the servers' state holds step `step`, whose
+  // result is now loaded). Returns `failed` where it cannot recover (the
+  // default); other errors name the step.
+  virtual absl::StatusOr<uint64_t> Recover(
+      PsClient& client, uint64_t step, const absl::Status& failed,
+      const tern::v1::JoinRequest& first_join) {
+    return failed;
+  }
 
   // Whether every worker holds the same parameters after each step, so
   // that the Trainer compares checksums with the shards (CheckParams);

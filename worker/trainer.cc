@@ -28,6 +28,9 @@ namespace {
 constexpr absl::Duration kProgressEvery = absl::Seconds(10);
 // The test set is evaluated in batches of this many examples.
 constexpr int64_t kEvalBatch = 1000;
+// Recoveries in a row without a completed step before Run gives up: a
+// server that refuses every step after a rejoin would loop for ever.
+constexpr int kMaxRecoveries = 10;
 
 // --device: moves the model there before its parameters are taken, so that
 // the optimizer and the ParamBuffer see the GPU tensors.
@@ -232,7 +235,8 @@ absl::Status Trainer::MakeProtocol(std::unique_ptr<DeviceEncoder> encoder) {
     case TrainMode::kWeightGrad:
     case TrainMode::kGaia: {
       TERN_ASSIGN_OR_RETURN(
-          protocol_, LpsProtocol::Create(options_, params_, plan_, codecs_));
+          protocol_,
+          LpsProtocol::Create(options_, params_, plan_, codecs_, logger_));
       return absl::OkStatus();
     }
   }
@@ -272,6 +276,7 @@ absl::Status Trainer::Join(PsClient& client) {
                      " shards but the plan ", plan_.partition.num_shards()));
   }
   const tern::v1::JoinRequest request = MakeJoinRequest();
+  first_join_ = request;
   if (model_->file_hash().has_value()) {
     logger_->info("{}: file hash {}{}", model_->description(),
                   FormatChecksum(*model_->file_hash()),
@@ -337,14 +342,30 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
   if (options_.eval_ema_decay > 0) {
     average_.emplace(options_.eval_ema_decay, model_->parameters());
   }
-  for (uint64_t step = start_step_; step < options_.steps; ++step) {
+  uint64_t step = start_step_;
+  int recoveries = 0;  // since the last completed step
+  while (step < options_.steps) {
     StepRecord rec;
     rec.worker = options_.worker_id;
     rec.step = step;
     rec.lr = schedule_.Rate(step);
     rec.fp32_bytes = fp32_bytes;
     ComputeGradients(&rec);
-    TERN_RETURN_IF_ERROR(protocol_->Step(client, step, &rec));
+    if (absl::Status stepped = protocol_->Step(client, step, &rec);
+        !stepped.ok()) {
+      TERN_ASSIGN_OR_RETURN(const uint64_t next,
+                            Recover(client, step, stepped, &recoveries));
+      // The servers lost steps: train on from `next`. The data stream does
+      // not rewind (ShardedBatches only moves forward), so the redone steps
+      // see the next batches, not the ones they saw before.
+      if (next <= step) {
+        step = next;
+        continue;
+      }
+      // next == step + 1: the servers' state holds this step, whose
+      // parameters Recover loaded; it completes as if Step had.
+    }
+    recoveries = 0;
     if (average_.has_value()) average_->Update(step);
     std::optional<Evaluation> evaluation;
     TERN_RETURN_IF_ERROR(
@@ -354,6 +375,7 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
       final_evaluation_ = evaluation;
       final_checksum_ = *rec.param_checksum;
     }
+    ++step;
   }
   logger_->info("done: {} steps in {:.1f} s, final checksum {}{}",
                 options_.steps, SecondsSince(start),
@@ -362,6 +384,21 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
                     ? ""
                     : " (the LPS's, after the final synchronization)");
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Trainer::Recover(PsClient& client, uint64_t step,
+                                          const absl::Status& failed,
+                                          int* recoveries) {
+  if (*recoveries >= kMaxRecoveries) {
+    return absl::Status(
+        failed.code(),
+        absl::StrCat(failed.message(), " (after ", *recoveries,
+                     " recoveries in a row without a completed step)"));
+  }
+  TERN_ASSIGN_OR_RETURN(const uint64_t next,
+                        protocol_->Recover(client, step, failed, first_join_));
+  *recoveries += 1;
+  return next;
 }
 
 absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,

@@ -19,6 +19,14 @@
 // Join then accepts shards at the checkpoint's next step C, or at C + 1
 // (worker/join.h). Without a checkpoint C is 0.
 //
+// Servers that restart behind the worker (an LPS resumed from its
+// --state_dir): a step that fails is handed to the protocol's Recover,
+// which may rejoin with the first join's request and name the step to
+// continue at, possibly a lower one; the loop then trains on from there.
+// The data stream does not rewind, and the redone steps' records are
+// written again (a record's step may repeat in --metrics_out). After 10
+// recoveries in a row without a completed step, Run gives up.
+//
 // Ownership and threads: a Trainer owns its model, data, optimizer, codecs,
 // buffers and step protocol, and borrows the PsClient and MetricsWriter
 // given to Run. Run is called once, from one thread. Several Trainers may
@@ -122,6 +130,11 @@ class Trainer {
   // The state a checkpoint saves and restores.
   ReplicaState Replica();
   absl::Status Join(PsClient& client);
+  // Step `step` failed with `failed`: the step the loop continues at, from
+  // the protocol's Recover, which `recoveries` (those since the last
+  // completed step) bounds.
+  absl::StatusOr<uint64_t> Recover(PsClient& client, uint64_t step,
+                                   const absl::Status& failed, int* recoveries);
   // Forward and backward on the next batch; sets the loss and compute_s.
   void ComputeGradients(StepRecord* record);
   // After step `step`: evaluation, the parameter check, the metrics record
@@ -154,6 +167,8 @@ class Trainer {
   std::unique_ptr<StepProtocol> protocol_;
   // --eval_ema_decay: what evaluations see; none without it.
   std::optional<ParameterAverage> average_;
+  // The request of this worker's first join, which a rejoin repeats.
+  tern::v1::JoinRequest first_join_;
 
   std::optional<Evaluation> final_evaluation_;
   uint64_t final_checksum_ = 0;
