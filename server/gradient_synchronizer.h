@@ -145,6 +145,33 @@ struct SyncRound {
   std::vector<ChunkDecision> decisions;
 };
 
+// What a restarted LPS needs of its synchronizer (server/lps_state_file.h):
+// per chunk W_last, the open round's statistics and the ternary residual
+// held back; the round counters, the rounds waiting for their answers with
+// their U_sent, and the dynamic threshold's state.
+struct SyncChunkSnapshot {
+  uint32_t key = 0;
+  std::vector<float> last_weights;
+  std::vector<float> gradient_sum;
+  uint64_t gradients = 0;
+  double path = 0;
+  std::vector<float> held_back;
+};
+struct WaitingRoundSnapshot {
+  uint64_t round = 0;
+  std::map<uint32_t, std::vector<float>> sent_updates;
+};
+struct SynchronizerSnapshot {
+  std::vector<SyncChunkSnapshot> chunks;  // in key order
+  uint64_t next_round = 0;
+  uint64_t last_round_step = 0;
+  std::vector<WaitingRoundSnapshot> waiting;  // oldest first
+  std::optional<double> g_thresh;
+  uint64_t threshold_epoch = 0;
+  double threshold_lr = 0;
+  double threshold_momentum_norm = 0;
+};
+
 class GradientSynchronizer {
  public:
   // `state` must outlive the synchronizer; W_last starts at its current
@@ -153,6 +180,16 @@ class GradientSynchronizer {
   // ternary layout, a timeout that is not positive, a null state).
   static absl::StatusOr<std::unique_ptr<GradientSynchronizer>> Create(
       SynchronizerOptions options, LpsState* state);
+
+  // The synchronizer `snapshot` describes, over a `state` restored from the
+  // same file. The waiting rounds count as sent now (MustHold measures the
+  // GS's silence from the restart). INVALID_ARGUMENT naming what does not
+  // fit the state: other chunk keys or lengths, a non-finite value, a
+  // waiting round out of order or of a chunk the state does not have.
+  static absl::StatusOr<std::unique_ptr<GradientSynchronizer>> Restore(
+      SynchronizerOptions options, LpsState* state,
+      SynchronizerSnapshot snapshot);
+  SynchronizerSnapshot Snapshot() const;
 
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;

@@ -45,8 +45,12 @@ absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Create(LocalPsOptions options,
     return absl::InvalidArgumentError("the LPS needs a clock");
   }
   if (logger == nullptr) logger = MakeNullLogger();
-  return std::unique_ptr<LocalPs>(
+  std::unique_ptr<LocalPs> lps(
       new LocalPs(std::move(options), std::move(logger)));
+  if (absl::Status resumed = lps->ResumeIfSaved(); !resumed.ok()) {
+    return resumed;
+  }
+  return lps;
 }
 
 LocalPs::LocalPs(LocalPsOptions options, Logger logger)

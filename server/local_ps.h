@@ -62,6 +62,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/lr_schedule.h"
 #include "common/refusal_log.h"
 #include "core/barrier.h"
 #include "core/deferred.h"
@@ -69,6 +70,7 @@
 #include "server/gradient_synchronizer.h"
 #include "server/lps_metrics.h"
 #include "server/lps_state.h"
+#include "server/lps_state_file.h"
 #include "server/messages.h"
 
 namespace tern::server {
@@ -81,6 +83,10 @@ using PushAnswer = std::shared_ptr<const PushReply>;
 // with at step t: (seed, t, chunk, kWeightStreamBit | i). The bit keeps
 // the draws apart from the worker's own gradient draws (seed, t, chunk, i).
 inline constexpr uint32_t kWeightStreamBit = 0x80000000u;
+
+// The run's LR schedule (OptimizerConfig); INVALID_ARGUMENT for one that
+// cannot work.
+absl::StatusOr<LrSchedule> RunSchedule(const RunConfig& config);
 
 struct LocalPsOptions {
   RunMode mode = RunMode::kWeightGrad;
@@ -111,6 +117,15 @@ struct LocalPsOptions {
   absl::Duration join_timeout = absl::Seconds(300);
   uint64_t max_message_bytes = 64ull << 20;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // --state_dir: the file the LPS keeps its state in and resumes from when
+  // it exists (server/lps_state_file.h); empty: none, and a killed LPS ends
+  // its data center's run.
+  std::string state_path;
+  // --checkpoint_every: the state is written with a round built at least
+  // this many local steps after the last write; 0: with every round.
+  uint64_t checkpoint_every = 0;
+  // --state_sync: fsync each state write.
+  bool state_sync = false;
   // Counts rounds, chunk decisions and holds (borrowed; must outlive the
   // LocalPs); null: not counted.
   LpsMetrics* metrics = nullptr;
@@ -175,8 +190,9 @@ class LocalPs {
   // come yet. The status of a closed or failed LPS.
   absl::StatusOr<std::optional<GsRegistration>> WaitForRegistration(
       absl::Duration timeout);
-  // The GS's next_round at Register: 0 on a fresh start; another is
-  // FAILED_PRECONDITION (the LPS has no checkpoint to resume a round from).
+  // The GS's next_round at Register: 0 on a fresh start; after a resume,
+  // at least the oldest unanswered round (the GS answers the rounds it has
+  // counted from its kept answers). Another is FAILED_PRECONDITION.
   absl::Status CheckFirstRound(uint64_t next_round) const;
   // The next round to send, waiting up to `timeout` (nullopt: none yet).
   // CANCELLED once the final round is answered; the status of a closed or
@@ -250,6 +266,24 @@ class LocalPs {
   // Builds the LpsState and synchronizer from worker 0's weights.
   absl::Status StartState(const JoinRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The options of the LpsState and of its synchronizer, from the flags and
+  // the run config.
+  LpsStateOptions StateOptions() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SynchronizerOptions SyncOptions() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- recovery (local_ps_recovery.cc) ---
+  // Resumes from options_.state_path when the file exists (Create).
+  absl::Status ResumeIfSaved();
+  absl::Status Resume(LpsSnapshot snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the state when a round was just built and checkpoint_every
+  // steps have passed since the last write. A failed write is logged, and
+  // the run goes on.
+  void SaveStateIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LpsSnapshot Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker's join to a resumed LPS: answered at once, with the step it
+  // pushes next and the current weights in fp32.
+  absl::StatusOr<JoinReply> RejoinAnswer(uint32_t worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckWorker(uint32_t worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes and applies every chunk of `request`; true when it was a
@@ -308,6 +342,15 @@ class LocalPs {
 
   // Rounds built and not yet taken by the client thread, in order.
   std::deque<SyncRound> to_send_ ABSL_GUARDED_BY(mu_);
+  // Rounds built and not yet answered, oldest first: the state file keeps
+  // them, and a resumed LPS sends them again.
+  std::deque<SyncRound> unanswered_ ABSL_GUARDED_BY(mu_);
+  // The local step the LPS resumed at from its state file; unset on a fresh
+  // start. A resumed LPS answers each worker's join at once, and refuses
+  // the pushes of a worker that has not rejoined (OUT_OF_RANGE).
+  std::optional<uint64_t> resumed_at_ ABSL_GUARDED_BY(mu_);
+  // Completed local steps at the last state write.
+  uint64_t saved_step_ ABSL_GUARDED_BY(mu_) = 0;
   Final final_ ABSL_GUARDED_BY(mu_) = Final::kTraining;
   uint64_t final_round_ ABSL_GUARDED_BY(mu_) = 0;
   // Whether a hold for the GS is on (logged once when it begins and ends).

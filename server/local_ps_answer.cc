@@ -68,6 +68,12 @@ absl::Status LocalPs::CheckWorker(uint32_t worker) const {
         absl::StrCat("unknown worker ", worker, ": the LPS serves workers 0..",
                      options_.num_workers - 1));
   }
+  if (!joined_.arrived(worker) && resumed_at_.has_value()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the LPS restarted from its state at local step ",
+                     *resumed_at_, "; rejoin (worker ", worker,
+                     " resumes at step ", state_->NextStep(worker), ")"));
+  }
   if (!joined_.arrived(worker) || state_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", worker, " has not joined (Join comes first)"));

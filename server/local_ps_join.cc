@@ -71,6 +71,15 @@ absl::StatusOr<std::vector<LpsChunk>> DecodeInitialWeights(
 
 }  // namespace
 
+absl::StatusOr<LrSchedule> RunSchedule(const RunConfig& config) {
+  absl::StatusOr<LrScheduleKind> kind =
+      ParseLrScheduleKind(config.optimizer.lr_schedule);
+  if (!kind.ok()) return kind.status();
+  return LrSchedule::Create(*kind, config.optimizer.lr, config.optimizer.steps,
+                            config.optimizer.lr_step_every,
+                            config.optimizer.lr_gamma);
+}
+
 absl::Status LocalPs::CheckJoin(const JoinRequest& request) const {
   const uint32_t w = request.worker_id;
   const RunConfig& config = request.config;
@@ -148,13 +157,10 @@ absl::Status LocalPs::Configure(const JoinRequest& request) {
     }
     fp32_chunk[key] = true;
   }
-  absl::StatusOr<LrScheduleKind> kind =
-      ParseLrScheduleKind(config.optimizer.lr_schedule);
-  if (!kind.ok()) return kind.status();
-  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(
-      *kind, config.optimizer.lr, config.optimizer.steps,
-      config.optimizer.lr_step_every, config.optimizer.lr_gamma);
-  if (!schedule.ok()) return schedule.status();
+  if (absl::StatusOr<LrSchedule> schedule = RunSchedule(config);
+      !schedule.ok()) {
+    return schedule.status();
+  }
 
   absl::StatusOr<std::unique_ptr<kernels::Codec>> fp32 = Fp32Codec();
   if (!fp32.ok()) return fp32.status();
@@ -220,10 +226,7 @@ absl::Status LocalPs::CompareWithFirst(const JoinRequest& request) const {
   return compare.status();
 }
 
-absl::Status LocalPs::StartState(const JoinRequest& request) {
-  absl::StatusOr<std::vector<LpsChunk>> chunks = DecodeInitialWeights(
-      request.initial_weights, chunk_elements_, *fp32_codec_);
-  if (!chunks.ok()) return chunks.status();
+LpsStateOptions LocalPs::StateOptions() const {
   LpsStateOptions state_options;
   state_options.num_workers = options_.num_workers;
   state_options.momentum = static_cast<float>(config_.optimizer.momentum);
@@ -234,20 +237,10 @@ absl::Status LocalPs::StartState(const JoinRequest& request) {
     state_options.ternary_layout = kernels::Layout::kTernaryBase3;
   }
   state_options.max_lead_steps = kMaxLead;
-  absl::StatusOr<LrScheduleKind> kind =
-      ParseLrScheduleKind(config_.optimizer.lr_schedule);
-  absl::StatusOr<LrSchedule> schedule = LrSchedule::Create(
-      *kind, config_.optimizer.lr, config_.optimizer.steps,
-      config_.optimizer.lr_step_every, config_.optimizer.lr_gamma);
-  absl::StatusOr<std::unique_ptr<LpsState>> state =
-      LpsState::Create(state_options, *schedule, *std::move(chunks));
-  if (!state.ok()) return state.status();
-  if ((*state)->Checksum() != request.param_checksum) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker 0's initial weights have checksum ",
-                     FormatChecksum((*state)->Checksum()), ", but it reports ",
-                     FormatChecksum(request.param_checksum)));
-  }
+  return state_options;
+}
+
+SynchronizerOptions LocalPs::SyncOptions() const {
   SynchronizerOptions sync_options;
   sync_options.mode =
       options_.mode == RunMode::kGaia ? SyncMode::kGaia : SyncMode::kTernary;
@@ -260,6 +253,24 @@ absl::Status LocalPs::StartState(const JoinRequest& request) {
   sync_options.seed = config_.seed;
   sync_options.sync_timeout = options_.sync_timeout;
   sync_options.clock = options_.clock;
+  return sync_options;
+}
+
+absl::Status LocalPs::StartState(const JoinRequest& request) {
+  absl::StatusOr<std::vector<LpsChunk>> chunks = DecodeInitialWeights(
+      request.initial_weights, chunk_elements_, *fp32_codec_);
+  if (!chunks.ok()) return chunks.status();
+  // Configure checked the schedule.
+  absl::StatusOr<std::unique_ptr<LpsState>> state = LpsState::Create(
+      StateOptions(), *RunSchedule(config_), *std::move(chunks));
+  if (!state.ok()) return state.status();
+  if ((*state)->Checksum() != request.param_checksum) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker 0's initial weights have checksum ",
+                     FormatChecksum((*state)->Checksum()), ", but it reports ",
+                     FormatChecksum(request.param_checksum)));
+  }
+  const SynchronizerOptions sync_options = SyncOptions();
   absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
       GradientSynchronizer::Create(sync_options, state->get());
   if (!sync.ok()) return sync.status();
@@ -317,6 +328,16 @@ void LocalPs::Join(const JoinRequest& request, core::Callback<JoinReply> done) {
       if (configures) configured_ = false;
       return refuse(status);
     }
+  }
+  if (resumed_at_.has_value()) {
+    // A resumed run has no join barrier: each worker goes on from its own
+    // next step as soon as it is back.
+    absl::StatusOr<JoinReply> answer = RejoinAnswer(w);
+    if (!answer.ok()) return refuse(answer.status());
+    joined_.Arrive(w);
+    logger_->info("worker {} rejoined at step {} ({} of {} back)", w,
+                  answer->next_step, joined_.count(), options_.num_workers);
+    return deferred.Answer<JoinReply>(std::move(done), std::move(answer));
   }
   if (joined_.Arrive(w)) {
     logger_->info("worker {} joined ({} of {})", w, joined_.count(),

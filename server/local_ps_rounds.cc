@@ -74,7 +74,9 @@ absl::Status LocalPs::OnStepCompleted() {
     rescales_.push_back(*r);
   }
   if (options_.metrics != nullptr) options_.metrics->RoundBuilt(*round);
+  unanswered_.push_back(*round);
   to_send_.push_back(*std::move(round));
+  SaveStateIfDue();
   return absl::OkStatus();
 }
 
@@ -100,6 +102,21 @@ absl::StatusOr<std::optional<GsRegistration>> LocalPs::WaitForRegistration(
 }
 
 absl::Status LocalPs::CheckFirstRound(uint64_t next_round) const {
+  absl::MutexLock lock(&mu_);
+  if (resumed_at_.has_value()) {
+    const uint64_t oldest =
+        unanswered_.empty() ? sync_->next_round() : unanswered_.front().round;
+    if (next_round < oldest) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.global_name, " expects round ", next_round,
+          " from this data center, but this LPS resumed with its answer to "
+          "round ",
+          oldest - 1,
+          " applied: the global server's state is older "
+          "than the LPS's (was it restarted without its --state_dir?)"));
+    }
+    return absl::OkStatus();
+  }
   if (next_round != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         options_.global_name, " expects round ", next_round,
@@ -154,6 +171,9 @@ absl::Status LocalPs::ApplyRoundAnswer(const SyncRound& sent,
   if (absl::Status status = sync_->ApplyAnswer(sent.round, answer.average);
       !status.ok()) {
     return status;
+  }
+  if (!unanswered_.empty() && unanswered_.front().round == sent.round) {
+    unanswered_.pop_front();
   }
   const uint64_t up = PayloadBytes(sent.updates);
   const uint64_t down = PayloadBytes(answer.average);

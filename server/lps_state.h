@@ -76,6 +76,22 @@ struct LpsChunk {
   std::vector<float> weights;
 };
 
+// What a restarted LPS needs of its LpsState (server/lps_state_file.h):
+// per chunk W, v, the applied count and each worker's next step; the
+// completed local steps and the open steps' counts.
+struct LpsChunkSnapshot {
+  uint32_t key = 0;
+  std::vector<float> weights;
+  std::vector<float> momentum;
+  uint64_t applied = 0;
+  std::vector<uint64_t> next_step;  // by worker
+};
+struct LpsStateSnapshot {
+  std::vector<LpsChunkSnapshot> chunks;  // in key order
+  uint64_t completed_steps = 0;
+  std::map<uint64_t, uint64_t> step_counts;
+};
+
 struct ApplyResult {
   // True when this gradient was the last one of its local step.
   bool step_completed = false;
@@ -101,6 +117,15 @@ class LpsState {
       const LpsStateOptions& options, LrSchedule lr_schedule,
       const Partition& partition, uint32_t shard,
       absl::Span<const float> flat_weights);
+
+  // The state `snapshot` describes, as Snapshot() took it. INVALID_ARGUMENT
+  // naming what does not fit: Create's checks, a momentum of another length
+  // than its weights, a non-finite momentum, a next step per worker count
+  // other than num_workers, or a next step outside the open local steps.
+  static absl::StatusOr<std::unique_ptr<LpsState>> Restore(
+      const LpsStateOptions& options, LrSchedule lr_schedule,
+      LpsStateSnapshot snapshot);
+  LpsStateSnapshot Snapshot() const;
 
   LpsState(const LpsState&) = delete;
   LpsState& operator=(const LpsState&) = delete;
@@ -147,6 +172,9 @@ class LpsState {
   // data center to the global average (W += A - U_sent).
   absl::StatusOr<absl::Span<float>> MutableWeights(uint32_t key);
 
+  // The step of `worker`'s next gradient (of every chunk: a push applies
+  // all of them); 0 for a worker out of range.
+  uint64_t NextStep(uint32_t worker) const;
   // Local steps every worker has completed; the open step is this number.
   uint64_t completed_steps() const { return completed_steps_; }
   // The LR schedule's rate for local step `step`.

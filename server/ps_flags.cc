@@ -119,10 +119,16 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "that restarts from its checkpoint must be back within it")
       ->check(CLI::NonNegativeNumber);
   Flag(app, "state_dir", &o->state_dir,
-       "terngrad: keep the shard's state in this directory (shard-<index>."
-       "state, rewritten at each step) and resume from it when restarted "
-       "with the same flags, so that a killed shard does not end the run; "
-       "empty: none");
+       "keep the server's state in this directory and resume from it when "
+       "restarted with the same flags, so that a killed server does not end "
+       "the run; terngrad: shard-<index>.state, rewritten at each step (the "
+       "run resumes bit-identical); weightgrad/gaia: lps.state, written with "
+       "a round every --checkpoint_every steps (the workers rejoin and redo "
+       "the steps since); empty: none");
+  Flag(app, "checkpoint_every", &o->checkpoint_every,
+       "weightgrad/gaia with --state_dir: write the LPS's state with the "
+       "first round built at least this many local steps after the last "
+       "write; 0: with every round (--sync_every)");
   Flag(app, "state_sync", &o->state_sync,
        "with --state_dir: flush each state write to disk (survives a machine "
        "crash, not only a killed process; costs a disk flush per step)");
@@ -265,12 +271,6 @@ absl::Status ValidateLpsOptions(const PsOptions& o) {
         ": only a TernGrad shard drops lost workers (an LPS has no step "
         "barrier to wait at)"));
   }
-  if (!o.state_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--state_dir with --mode=", RunModeName(o.mode),
-        ": only a TernGrad shard keeps its state so far (an LPS does not "
-        "resume yet)"));
-  }
   if (o.num_shards != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--num_shards=", o.num_shards, " with --mode=", RunModeName(o.mode),
@@ -322,6 +322,15 @@ absl::Status ValidatePsOptions(const PsOptions& o) {
   if (absl::Status status = metrics::ValidateMetricsOptions(o.metrics);
       !status.ok()) {
     return status;
+  }
+  if (o.checkpoint_every > 0 &&
+      (o.mode == RunMode::kTernGrad || o.state_dir.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every=", o.checkpoint_every,
+        o.mode == RunMode::kTernGrad
+            ? " with --mode=terngrad: a TernGrad shard writes its state at "
+              "every step"
+            : " without --state_dir: there is nowhere to write the state"));
   }
   if (o.mode == RunMode::kTernGrad) return absl::OkStatus();
   return ValidateLpsOptions(o);

@@ -75,6 +75,20 @@ TEST(PsFlagsTest, WeightGradFlagsParseAndAreChecked) {
   outside.datacenter = 2;
   EXPECT_THAT(std::string(ValidatePsOptions(outside).message()),
               HasSubstr("--datacenter=2 is not below --num_datacenters=2"));
+  // An LPS resumes from --state_dir, writing it every --checkpoint_every
+  // steps; the step count means nothing without a directory, or to a
+  // TernGrad shard (which writes at every step).
+  PsOptions kept = parsed.options;
+  kept.state_dir = "/tmp/lps";
+  kept.checkpoint_every = 20;
+  EXPECT_TRUE(ValidatePsOptions(kept).ok());
+  kept.state_dir.clear();
+  EXPECT_THAT(std::string(ValidatePsOptions(kept).message()),
+              HasSubstr("--checkpoint_every=20 without --state_dir"));
+  kept.state_dir = "/tmp/shard";
+  kept.mode = RunMode::kTernGrad;
+  EXPECT_THAT(std::string(ValidatePsOptions(kept).message()),
+              HasSubstr("--checkpoint_every=20 with --mode=terngrad"));
   EXPECT_THROW(Parsed().Parse("--mode=weightgrads"), CLI::ParseError);
   EXPECT_THROW(Parsed().Parse("--weight_codec=fp16"), CLI::ParseError);
 }

@@ -157,6 +157,14 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
   LpsMetrics round_metrics(metrics.registry(), labels);
   LocalPsOptions lps_options = MakeLocalPsOptions(options);
   lps_options.metrics = &round_metrics;
+  if (!process::MakeStateDirIfAsked(options.state_dir, logger)) {
+    return process::kExitPermanent;
+  }
+  if (!options.state_dir.empty()) {
+    lps_options.state_path = LpsStatePath(options.state_dir);
+    lps_options.checkpoint_every = options.checkpoint_every;
+    lps_options.state_sync = options.state_sync;
+  }
   absl::StatusOr<std::unique_ptr<LocalPs>> lps =
       LocalPs::Create(std::move(lps_options), logger);
   if (!lps.ok()) {

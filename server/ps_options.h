@@ -41,9 +41,10 @@ struct PsOptions {
   // --straggler_warn_s: a barrier that has waited this long since its
   // first worker arrived logs the workers it still waits for; 0: never.
   double straggler_warn_s = 10;
-  // --state_dir: a TernGrad shard keeps its state there
-  // (server/shard_state.h) and, restarted with the same flags, resumes the
-  // run from it; empty: none (a killed shard ends the run).
+  // --state_dir: a TernGrad shard (server/shard_state.h) or an LPS
+  // (server/lps_state_file.h) keeps its state there and, restarted with the
+  // same flags, resumes the run from it; empty: none (a killed shard ends
+  // the run).
   std::string state_dir;
   // --on_worker_loss (server/worker_loss.h): stop or shrink once a
   // barrier has waited --worker_loss_timeout_s (0: --barrier_timeout_s)
@@ -81,6 +82,10 @@ struct PsOptions {
   uint32_t num_datacenters = 1;
   // Local steps per round with the global server.
   uint64_t sync_every = 10;
+  // weightgrad/gaia with --state_dir: the LPS writes its state with a
+  // round built at least this many local steps after its last write; 0:
+  // with every round.
+  uint64_t checkpoint_every = 0;
   // How long the global server may stay silent on a round before the LPS
   // holds its workers' answers.
   double sync_timeout_s = 60;
