@@ -122,7 +122,8 @@ struct LocalPsOptions {
   // its data center's run.
   std::string state_path;
   // --checkpoint_every: the state is written with a round built at least
-  // this many local steps after the last write; 0: with every round.
+  // this many local steps after the last write (0: with every round);
+  // without a GS, every this many steps (0: every step); and at the end.
   uint64_t checkpoint_every = 0;
   // --state_sync: fsync each state write.
   bool state_sync = false;
@@ -275,10 +276,11 @@ class LocalPs {
   // Resumes from options_.state_path when the file exists (Create).
   absl::Status ResumeIfSaved();
   absl::Status Resume(LpsSnapshot snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the state when a round was just built and checkpoint_every
-  // steps have passed since the last write. A failed write is logged, and
-  // the run goes on.
-  void SaveStateIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the state when checkpoint_every steps have passed since the last
+  // write (called when a round was just built; without a GS, when a step
+  // completed), or `at_end` of the run. A failed write is logged, and the
+  // run goes on.
+  void SaveStateIfDue(bool at_end = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LpsSnapshot Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker's join to a resumed LPS: answered at once, with the step it
   // pushes next and the current weights in fp32.

@@ -70,12 +70,15 @@ absl::Status LocalPs::Resume(LpsSnapshot snapshot) {
   bytes_down_ = snapshot.wan_bytes_down;
   resumed_at_ = state_->completed_steps();
   saved_step_ = state_->completed_steps();
+  // A finished run: a worker whose last answer the kill lost rejoins and
+  // gets the final weights.
+  if (snapshot.finished) final_ = Final::kDone;
   logger_->info(
-      "resumed from {}: local step {} of {}, round {} next, {} round(s) to "
-      "send again, checksum {}; the workers rejoin",
+      "resumed from {}: local step {} of {}{}, round {} next, {} round(s) "
+      "to send again, checksum {}; the workers rejoin",
       options_.state_path, *resumed_at_, config_.optimizer.steps,
-      sync_->next_round(), unanswered_.size(),
-      FormatChecksum(state_->Checksum()));
+      snapshot.finished ? " (finished)" : "", sync_->next_round(),
+      unanswered_.size(), FormatChecksum(state_->Checksum()));
   return absl::OkStatus();
 }
 
@@ -92,13 +95,14 @@ LpsSnapshot LocalPs::Snapshot() const {
   snapshot.unanswered.assign(unanswered_.begin(), unanswered_.end());
   snapshot.wan_bytes_up = bytes_up_;
   snapshot.wan_bytes_down = bytes_down_;
+  snapshot.finished = final_ == Final::kDone;
   return snapshot;
 }
 
-void LocalPs::SaveStateIfDue() {
+void LocalPs::SaveStateIfDue(bool at_end) {
   if (options_.state_path.empty()) return;
   const uint64_t step = state_->completed_steps();
-  if (step < saved_step_ + options_.checkpoint_every) return;
+  if (!at_end && step < saved_step_ + options_.checkpoint_every) return;
   const absl::Time start = absl::Now();
   if (absl::Status written =
           WriteLpsState(options_.state_path, Snapshot(), options_.state_sync);

@@ -143,14 +143,44 @@ TEST_F(LocalPsRecoveryTest, TheGlobalServerMayBeAheadButNotBehind) {
   EXPECT_TRUE(resumed->CheckFirstRound(3).ok());
 }
 
+// With a GS the state goes with a round (one per step here); without one,
+// between steps.
 TEST_F(LocalPsRecoveryTest, WritesEveryCheckpointEverySteps) {
   checkpoint_every_ = 2;
-  std::unique_ptr<LocalPs> lps = MakeLps(/*global=*/true);
+  for (const bool global : {true, false}) {
+    SCOPED_TRACE(global ? "with a GS" : "without a GS");
+    std::filesystem::remove(state_path_);
+    std::unique_ptr<LocalPs> lps = MakeLps(global);
+    JoinBoth(*lps);
+    Step(*lps, 0, 1.0f);
+    EXPECT_FALSE(std::filesystem::exists(state_path_));
+    Step(*lps, 1, 1.0f);
+    EXPECT_TRUE(std::filesystem::exists(state_path_));
+    lps.reset();
+    EXPECT_EQ(MakeLps(global)->completed_steps(), 2u);
+  }
+}
+
+// A kill after the last step: a worker whose last answer was lost rejoins
+// and gets the final weights.
+TEST_F(LocalPsRecoveryTest, AFinishedRunGivesARejoiningWorkerTheFinalModel) {
+  steps_ = 2;
+  checkpoint_every_ = 100;  // only the end writes
+  std::unique_ptr<LocalPs> lps = MakeLps(/*global=*/false);
   JoinBoth(*lps);
   Step(*lps, 0, 1.0f);
   EXPECT_FALSE(std::filesystem::exists(state_path_));
   Step(*lps, 1, 1.0f);
-  EXPECT_TRUE(std::filesystem::exists(state_path_));
+  ASSERT_TRUE(lps->finished());
+  const uint64_t final_checksum = lps->checksum();
+  lps.reset();
+
+  std::unique_ptr<LocalPs> resumed = MakeLps(/*global=*/false);
+  EXPECT_TRUE(resumed->finished());
+  absl::StatusOr<JoinReply> reply = Rejoin(*resumed, 1);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->next_step, 2u);
+  EXPECT_EQ(reply->param_checksum, final_checksum);
 }
 
 TEST_F(LocalPsRecoveryTest, RefusesADamagedFileAndOtherFlags) {

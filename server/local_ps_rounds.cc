@@ -52,6 +52,7 @@ absl::Status LocalPs::OnStepCompleted() {
       final_ = Final::kDone;
       logger_->info("step {} of {}: done (no global server), checksum {}",
                     completed, steps, FormatChecksum(state_->Checksum()));
+      SaveStateIfDue(/*at_end=*/true);
     } else {
       final_ = Final::kDue;
       logger_->info("step {} of {}: final synchronization due", completed,
@@ -59,7 +60,12 @@ absl::Status LocalPs::OnStepCompleted() {
     }
     return absl::OkStatus();
   }
-  if (!options_.global || !sync_->RoundDue()) return absl::OkStatus();
+  if (!options_.global) {
+    // No rounds: the state is written between steps.
+    SaveStateIfDue();
+    return absl::OkStatus();
+  }
+  if (!sync_->RoundDue()) return absl::OkStatus();
   absl::StatusOr<SyncRound> round = sync_->BuildRound(sync_->next_round());
   if (!round.ok()) {
     return absl::InternalError(
@@ -196,6 +202,7 @@ absl::Status LocalPs::ApplyRoundAnswer(const SyncRound& sent,
         "all; final checksum {}",
         sent.round + 1, bytes_up_, bytes_down_,
         FormatChecksum(state_->Checksum()));
+    SaveStateIfDue(/*at_end=*/true);
   }
   Release(options_.clock(), &deferred);
   return absl::OkStatus();

@@ -88,6 +88,7 @@ tern::v1::LocalPsState ToProto(const LpsSnapshot& snapshot) {
   }
   state.set_wan_bytes_up(snapshot.wan_bytes_up);
   state.set_wan_bytes_down(snapshot.wan_bytes_down);
+  state.set_finished(snapshot.finished);
   return state;
 }
 
@@ -211,6 +212,7 @@ absl::StatusOr<LpsSnapshot> FromProto(const tern::v1::LocalPsState& wire) {
   }
   snapshot.wan_bytes_up = wire.wan_bytes_up();
   snapshot.wan_bytes_down = wire.wan_bytes_down();
+  snapshot.finished = wire.finished();
   return snapshot;
 }
 

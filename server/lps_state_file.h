@@ -40,6 +40,8 @@ struct LpsSnapshot {
   std::vector<SyncRound> unanswered;
   uint64_t wan_bytes_up = 0;
   uint64_t wan_bytes_down = 0;
+  // Written at the end of the run (after the final synchronization).
+  bool finished = false;
 };
 
 // Writes `snapshot` to `path`; `sync` flushes it to disk. INTERNAL naming

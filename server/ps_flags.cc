@@ -128,7 +128,8 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "checkpoint_every", &o->checkpoint_every,
        "weightgrad/gaia with --state_dir: write the LPS's state with the "
        "first round built at least this many local steps after the last "
-       "write; 0: with every round (--sync_every)");
+       "write (0: with every round, --sync_every), and at the end; without "
+       "--global, every this many steps (0: every step)");
   Flag(app, "state_sync", &o->state_sync,
        "with --state_dir: flush each state write to disk (survives a machine "
        "crash, not only a killed process; costs a disk flush per step)");
