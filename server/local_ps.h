@@ -71,6 +71,7 @@
 #include "server/lps_metrics.h"
 #include "server/lps_state.h"
 #include "server/lps_state_file.h"
+#include "server/lps_state_writer.h"
 #include "server/messages.h"
 
 namespace tern::server {
@@ -204,6 +205,12 @@ class LocalPs {
   absl::Status ApplyRoundAnswer(const SyncRound& sent, const GsAnswer& answer,
                                 absl::Duration took);
 
+  // Waits until every state handed to the state file's writer is written
+  // (--state_dir; writes run on a thread of their own).
+  void FlushState() {
+    if (writer_ != nullptr) writer_->Flush();
+  }
+
   // Local steps completed; whether the final synchronization (or, without
   // a GS, the last step) is done; the checksum of W.
   uint64_t completed_steps() const;
@@ -276,10 +283,10 @@ class LocalPs {
   // Resumes from options_.state_path when the file exists (Create).
   absl::Status ResumeIfSaved();
   absl::Status Resume(LpsSnapshot snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the state when checkpoint_every steps have passed since the last
-  // write (called when a round was just built; without a GS, when a step
-  // completed), or `at_end` of the run. A failed write is logged, and the
-  // run goes on.
+  // Hands the state to the writer when checkpoint_every steps have passed
+  // since the last write (called when a round was just built; without a
+  // GS, when a step completed), or `at_end` of the run. A failed write is
+  // logged, and the run goes on.
   void SaveStateIfDue(bool at_end = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LpsSnapshot Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker's join to a resumed LPS: answered at once, with the step it
@@ -318,6 +325,9 @@ class LocalPs {
   const absl::Time created_;
   // Thread-safe on its own; not guarded by mu_.
   RefusalLog refusals_;
+  // --state_dir's writer (set at creation, thread-safe on its own); null
+  // without one.
+  std::unique_ptr<LpsStateWriter> writer_;
 
   mutable absl::Mutex mu_;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);

@@ -22,6 +22,8 @@ namespace tern::server {
 
 absl::Status LocalPs::ResumeIfSaved() {
   if (options_.state_path.empty()) return absl::OkStatus();
+  writer_ = std::make_unique<LpsStateWriter>(options_.state_path,
+                                             options_.state_sync, logger_);
   absl::StatusOr<std::optional<LpsSnapshot>> read =
       ReadLpsState(options_.state_path);
   if (!read.ok()) return read.status();
@@ -100,21 +102,13 @@ LpsSnapshot LocalPs::Snapshot() const {
 }
 
 void LocalPs::SaveStateIfDue(bool at_end) {
-  if (options_.state_path.empty()) return;
+  if (writer_ == nullptr) return;
   const uint64_t step = state_->completed_steps();
   if (!at_end && step < saved_step_ + options_.checkpoint_every) return;
-  const absl::Time start = absl::Now();
-  if (absl::Status written =
-          WriteLpsState(options_.state_path, Snapshot(), options_.state_sync);
-      !written.ok()) {
-    // The run goes on; a kill now would resume from the last state written.
-    logger_->error("step {}: {}", step, std::string(written.message()));
-    return;
-  }
+  // Only the copy happens under the lock; the writer's thread serializes
+  // and writes it.
+  writer_->Submit(Snapshot(), step);
   saved_step_ = step;
-  logger_->debug("step {}: state written to {} in {:.3f}s", step,
-                 options_.state_path,
-                 absl::ToDoubleSeconds(absl::Now() - start));
 }
 
 absl::StatusOr<JoinReply> LocalPs::RejoinAnswer(uint32_t worker) const {

@@ -153,8 +153,10 @@ TEST_F(LocalPsRecoveryTest, WritesEveryCheckpointEverySteps) {
     std::unique_ptr<LocalPs> lps = MakeLps(global);
     JoinBoth(*lps);
     Step(*lps, 0, 1.0f);
+    lps->FlushState();
     EXPECT_FALSE(std::filesystem::exists(state_path_));
     Step(*lps, 1, 1.0f);
+    lps->FlushState();
     EXPECT_TRUE(std::filesystem::exists(state_path_));
     lps.reset();
     EXPECT_EQ(MakeLps(global)->completed_steps(), 2u);
@@ -169,6 +171,7 @@ TEST_F(LocalPsRecoveryTest, AFinishedRunGivesARejoiningWorkerTheFinalModel) {
   std::unique_ptr<LocalPs> lps = MakeLps(/*global=*/false);
   JoinBoth(*lps);
   Step(*lps, 0, 1.0f);
+  lps->FlushState();
   EXPECT_FALSE(std::filesystem::exists(state_path_));
   Step(*lps, 1, 1.0f);
   ASSERT_TRUE(lps->finished());
