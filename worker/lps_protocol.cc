@@ -131,12 +131,15 @@ absl::StatusOr<uint64_t> LpsProtocol::LoadRejoin(
         "step ", step, ": ", lps, " rejoined with ", answer.chunk_keys_size(),
         " chunk keys, not this worker's ", keys.size(), " in key order"));
   }
+  const StartSource restarted{"the restarted LPS's",
+                              " (an LPS from before its resume?)"};
   if (absl::Status loaded =
-          LoadStart(responses, plan_, codecs_.fp32(), &params_);
+          LoadStart(responses, plan_, codecs_.fp32(), &params_, restarted);
       !loaded.ok()) {
-    return AtStep(step, absl::Status(loaded.code(),
-                                     absl::StrCat(lps, "'s weights at rejoin: ",
-                                                  loaded.message())));
+    return AtStep(
+        step,
+        absl::Status(loaded.code(),
+                     absl::StrCat(lps, " at rejoin: ", loaded.message())));
   }
   // LoadStart checked the loaded weights against it: the final step's
   // check (CheckFinal) holds when the LPS's state held the last step.

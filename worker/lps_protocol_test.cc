@@ -393,7 +393,11 @@ TEST_P(LpsProtocolTest, RejoinWeightsThatDisagreeWithTheirChecksumAreAnError) {
   EXPECT_NE(status.message().find(absl::StrCat("step ", kRefused, ":")),
             std::string::npos)
       << status;
+  // Named for what they are, not for a --broadcast_start.
   EXPECT_NE(status.message().find("checksum"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("the restarted LPS's are"), std::string::npos)
+      << status;
+  EXPECT_EQ(status.message().find("worker 0"), std::string::npos) << status;
   EXPECT_EQ(lps_->pushed_steps().back(), kRefused);
 }
 

@@ -42,25 +42,25 @@ void AddStartWeights(const ChunkPlan& plan, const ParamBuffer& params,
 
 absl::Status LoadStart(const std::vector<tern::v1::JoinResponse>& responses,
                        const ChunkPlan& plan, const kernels::Codec& fp32,
-                       ParamBuffer* params) {
+                       ParamBuffer* params, const StartSource& source) {
   std::vector<float> flat(params->total_elements());
   const std::vector<Chunk>& chunks = plan.partition.chunks();
   for (uint32_t shard = 0; shard < responses.size(); ++shard) {
     const tern::v1::JoinResponse& response = responses[shard];
     const std::vector<uint32_t>& keys = plan.shard_chunks[shard];
     if (static_cast<size_t>(response.initial_weights_size()) != keys.size()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard ", shard, " sent worker 0's weights of ",
-          response.initial_weights_size(), " chunks, not of its ", keys.size(),
-          " (does every worker of the run set --broadcast_start?)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", shard, " sent ", source.whose, " weights of ",
+                       response.initial_weights_size(), " chunks, not of its ",
+                       keys.size(), source.missing_hint));
     }
     for (size_t i = 0; i < keys.size(); ++i) {
       const tern::v1::ChunkPayload& wire = response.initial_weights(i);
       const Chunk& chunk = chunks[keys[i]];
       if (wire.chunk_key() != chunk.key) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "shard ", shard, " sent chunk ", wire.chunk_key(),
-            " of worker 0's weights where chunk ", chunk.key, " belongs"));
+            "shard ", shard, " sent chunk ", wire.chunk_key(), " of ",
+            source.whose, " weights where chunk ", chunk.key, " belongs"));
       }
       absl::StatusOr<kernels::Payload> payload =
           core::PayloadFromWire(wire.payload());
@@ -73,7 +73,7 @@ absl::Status LoadStart(const std::vector<tern::v1::JoinResponse>& responses,
       }
       if (!decoded.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("worker 0's weights of chunk ", chunk.key,
+            absl::StrCat(source.whose, " weights of chunk ", chunk.key,
                          " from shard ", shard, ": ", decoded.message()));
       }
     }
@@ -83,7 +83,7 @@ absl::Status LoadStart(const std::vector<tern::v1::JoinResponse>& responses,
   if (loaded != responses.front().param_checksum()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the parameters loaded from the shards have checksum ",
-                     FormatChecksum(loaded), ", worker 0's are ",
+                     FormatChecksum(loaded), ", ", source.whose, " are ",
                      FormatChecksum(responses.front().param_checksum())));
   }
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "kernels/codec.h"
 #include "tern/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
@@ -31,13 +32,23 @@ std::vector<tern::v1::JoinRequest> JoinRequestsWithStart(
     const tern::v1::JoinRequest& base, const ChunkPlan& plan,
     const ParamBuffer& params, const kernels::Codec& fp32);
 
-// Loads worker 0's weights from the shards' answers into `params` (and so
-// into the model's tensors). FAILED_PRECONDITION when a shard sent none or
-// not its chunks, or when the loaded parameters' checksum is not worker 0's;
-// INVALID_ARGUMENT for values that do not decode.
+// Whose weights a JoinResponse carries, for LoadStart's messages.
+struct StartSource {
+  // "worker 0's": --broadcast_start; "the restarted LPS's": a rejoin.
+  absl::string_view whose = "worker 0's";
+  // Said when a shard sent no weights at all.
+  absl::string_view missing_hint =
+      " (does every worker of the run set --broadcast_start?)";
+};
+
+// Loads the weights of the shards' answers (worker 0's start, or a resumed
+// LPS's weights) into `params` (and so into the model's tensors).
+// FAILED_PRECONDITION when a shard sent none or not its chunks, or when the
+// loaded parameters' checksum is not the answers'; INVALID_ARGUMENT for
+// values that do not decode.
 absl::Status LoadStart(const std::vector<tern::v1::JoinResponse>& responses,
                        const ChunkPlan& plan, const kernels::Codec& fp32,
-                       ParamBuffer* params);
+                       ParamBuffer* params, const StartSource& source = {});
 
 }  // namespace tern::worker
 
