@@ -68,11 +68,17 @@ class LocalPsTest : public ::testing::Test {
   std::unique_ptr<LocalPs> MakeLps(bool global,
                                    uint64_t max_message_bytes = 64ull << 20,
                                    const std::string& run_id = "") {
+    return *CreateLps(global, max_message_bytes, run_id);
+  }
+
+  absl::StatusOr<std::unique_ptr<LocalPs>> CreateLps(
+      bool global, uint64_t max_message_bytes = 64ull << 20,
+      const std::string& run_id = "") {
     LocalPsOptions options;
     options.run_id = run_id;
     options.max_message_bytes = max_message_bytes;
     options.mode = RunMode::kGaia;
-    options.num_workers = 2;
+    options.num_workers = num_workers_;
     options.weight_codec = kernels::CodecId::kFp32;
     options.global = global;
     options.sync_every = 1;
@@ -80,7 +86,7 @@ class LocalPsTest : public ::testing::Test {
     options.clock = [this] { return now_; };
     options.state_path = state_path_;
     options.checkpoint_every = checkpoint_every_;
-    return *LocalPs::Create(options, logger_);
+    return LocalPs::Create(options, logger_);
   }
 
   JoinRequest Join(uint32_t worker) const {
@@ -152,6 +158,8 @@ class LocalPsTest : public ::testing::Test {
   // --state_dir's file and --checkpoint_every (server/lps_state_file.h).
   std::string state_path_;
   uint64_t checkpoint_every_ = 0;
+  // The LPS's --num_workers (the joins are those of workers 0 and 1).
+  uint32_t num_workers_ = 2;
 };
 
 }  // namespace tern::server

@@ -192,15 +192,8 @@ TEST_F(LocalPsRecoveryTest, RefusesADamagedFileAndOtherFlags) {
     JoinBoth(*lps);
     Step(*lps, 0, 1.0f);
   }
-  LocalPsOptions options;
-  options.mode = RunMode::kGaia;
-  options.num_workers = 3;
-  options.weight_codec = kernels::CodecId::kFp32;
-  options.global = true;
-  options.sync_every = 1;
-  options.state_path = state_path_;
-  absl::StatusOr<std::unique_ptr<LocalPs>> other =
-      LocalPs::Create(options, nullptr);
+  num_workers_ = 3;
+  absl::StatusOr<std::unique_ptr<LocalPs>> other = CreateLps(/*global=*/true);
   EXPECT_TRUE(absl::IsFailedPrecondition(other.status())) << other.status();
   EXPECT_THAT(std::string(other.status().message()),
               HasSubstr("an LPS of 2 workers; this one has --num_workers=3"));
@@ -210,9 +203,8 @@ TEST_F(LocalPsRecoveryTest, RefusesADamagedFileAndOtherFlags) {
     file.seekp(40);
     file.put('\x7f');
   }
-  options.num_workers = 2;
-  absl::StatusOr<std::unique_ptr<LocalPs>> damaged =
-      LocalPs::Create(options, nullptr);
+  num_workers_ = 2;
+  absl::StatusOr<std::unique_ptr<LocalPs>> damaged = CreateLps(/*global=*/true);
   EXPECT_TRUE(absl::IsDataLoss(damaged.status())) << damaged.status();
   EXPECT_THAT(std::string(damaged.status().message()), HasSubstr(state_path_));
 }
