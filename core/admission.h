@@ -61,8 +61,14 @@ class AnswerCache {
 
   void Put(uint64_t step, Answer answer) {
     answers_[step] = std::move(answer);
-    while (answers_.size() > capacity_) answers_.erase(answers_.begin());
+    Trim();
   }
+  // capacity >= 1; evicts the lowest steps beyond it.
+  void set_capacity(size_t capacity) {
+    capacity_ = capacity;
+    Trim();
+  }
+  size_t capacity() const { return capacity_; }
   // The kept answer of `step`, or null; valid until the next Put or Clear.
   const Answer* Find(uint64_t step) const {
     const auto it = answers_.find(step);
@@ -74,6 +80,10 @@ class AnswerCache {
   const std::map<uint64_t, Answer>& all() const { return answers_; }
 
  private:
+  void Trim() {
+    while (answers_.size() > capacity_) answers_.erase(answers_.begin());
+  }
+
   size_t capacity_;
   std::map<uint64_t, Answer> answers_;
 };

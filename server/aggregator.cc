@@ -1,5 +1,6 @@
 #include "server/aggregator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -176,7 +177,9 @@ absl::Status Aggregator::CheckWorker(uint32_t worker) const {
         " serves workers 0..", options_.num_workers - 1,
         " (--num_workers=", options_.num_workers, ")"));
   }
-  if (const std::optional<uint64_t> dropped = active_.dropped_at(worker)) {
+  // A dropped worker that joined again is served while it catches up.
+  if (const std::optional<uint64_t> dropped = active_.dropped_at(worker);
+      dropped.has_value() && !active_.returns_at(worker).has_value()) {
     return DroppedError(worker, *dropped);
   }
   if (!joined_.arrived(worker)) {
@@ -245,7 +248,7 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
     return refuse(std::move(status));
   }
   if (worker < options_.num_workers && !active_.active(worker)) {
-    return refuse(DroppedError(worker, *active_.dropped_at(worker)));
+    TakeBack(worker);
   }
   if (joined_.Arrive(worker)) {
     logger_->info("worker {} joined ({} of {})", worker, joined_.count(),
@@ -253,7 +256,7 @@ void Aggregator::Join(const JoinRequest& request, Callback<JoinReply> done) {
   } else {
     logger_->info("worker {} rejoined at step {}", worker, step_);
   }
-  const JoinReply reply = JoinAnswer();
+  const JoinReply reply = JoinAnswer(worker);
   if (!all_joined_ && joined_.complete()) {
     all_joined_ = true;
     logger_->info("all {} workers joined; starting at step {}",
@@ -402,6 +405,8 @@ void Aggregator::PushPull(const PushRequest& request,
 }
 
 void Aggregator::CompleteStep(core::Deferred* deferred) {
+  // Before the chunks open the next step: they count its workers.
+  ReadmitReturning();
   absl::StatusOr<PushAnswer> answer =
       PushBarrier::Complete(*run_, step_, active_.count());
   if (!answer.ok()) {
@@ -413,6 +418,7 @@ void Aggregator::CompleteStep(core::Deferred* deferred) {
     return state.StepCompleted(**answer, *run_, checks_);
   });
   pushes_.waiters.AnswerAll(*answer, deferred);
+  SizeAnswerCache(**answer);
   pushes_.answers.Put(step_, *std::move(answer));
   pushes_.pushed.Reset();
   active_.MarkDropped(&pushes_.pushed);
@@ -421,6 +427,17 @@ void Aggregator::CompleteStep(core::Deferred* deferred) {
   push_watch_.Reset();
   logger_->debug("step {} done", step_);
   ++step_;
+}
+
+void Aggregator::SizeAnswerCache(const PushReply& answer) {
+  uint64_t bytes = 1;
+  for (const ChunkPayload& chunk : answer.chunks) {
+    bytes += chunk.payload.data.size() +
+             sizeof(float) * chunk.payload.scalers.size();
+  }
+  const size_t steps = std::max<uint64_t>(1, options_.catch_up_bytes / bytes);
+  pushes_.answers.set_capacity(steps);
+  scalers_.KeepAnswers(steps);
 }
 
 // --- CheckParams, timeouts, shutdown ---

@@ -106,6 +106,11 @@ struct AggregatorOptions {
   // rule alone, as in the tests of that rule).
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
   absl::Duration worker_loss_timeout = absl::ZeroDuration();
+  // --catch_up_mb: the answers of the latest completed steps are kept up
+  // to this many bytes (at least the last one), so that a worker coming
+  // back from an older checkpoint (a restart, or a dropped worker let in
+  // again) catches up on them; see server/README.md, "Lost workers".
+  uint64_t catch_up_bytes = 128ull << 20;
   // Where "now" comes from for the deadlines of pending calls; tests pass
   // a fake clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -229,8 +234,19 @@ class Aggregator {
   // or without broadcast_start.
   absl::Status TakeStartWeights(const JoinRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The answer to every join: with worker 0's weights under broadcast_start.
-  JoinReply JoinAnswer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to `worker`'s join: with worker 0's weights under
+  // broadcast_start.
+  JoinReply JoinAnswer(uint32_t worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A dropped worker joined again (shrink): it is let in at the step after
+  // the open one and catches up until then (aggregator_worker_loss.cc).
+  void TakeBack(uint32_t worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CompleteStep: lets in the returning workers whose step is the next one.
+  void ReadmitReturning() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps as many completed steps' answers as catch_up_bytes holds, by
+  // the size of `answer`, the latest.
+  void SizeAnswerCache(const PushReply& answer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Phase 1 of PushPull: whether the push is admitted, and its chunks. A
   // null result with OK means `done` was taken (a cached answer or a
   // duplicate that waits).

@@ -73,8 +73,18 @@ absl::Status Aggregator::TakeStartWeights(const JoinRequest& request) {
   return absl::OkStatus();
 }
 
-JoinReply Aggregator::JoinAnswer() const {
+JoinReply Aggregator::JoinAnswer(uint32_t worker) const {
   JoinReply reply{options_.shard_index, step_, run_->keys};
+  // A step still kept now may be evicted by the open step's completion
+  // before the worker asks for it, when the cache is full.
+  const auto& kept = pushes_.answers.all();
+  reply.oldest_kept_step =
+      kept.empty() ? step_
+                   : kept.begin()->first +
+                         (kept.size() >= pushes_.answers.capacity() ? 1 : 0);
+  reply.live_from_step = worker < options_.num_workers
+                             ? active_.returns_at(worker).value_or(step_)
+                             : step_;
   if (run_->config.broadcast_start) {
     reply.initial_weights = start_weights_;
     reply.param_checksum = start_checksum_;

@@ -1161,7 +1161,9 @@ TEST_F(AggregatorTest, CallsBeforeJoiningAreRefused) {
 }
 
 TEST_F(AggregatorTest, StaleAndFutureStepsAreRefused) {
-  auto aggregator = Make(Options(1));
+  AggregatorOptions options = Options(1);
+  options.catch_up_bytes = 0;  // the last step's answer only
+  auto aggregator = Make(options);
   JoinAll(*aggregator, MakeConfig(1, CodecId::kTernGrad));
   for (uint64_t step = 0; step < 3; ++step) {
     RunStepAndCheck(*aggregator, 1, step, CodecId::kTernGrad);
@@ -1254,19 +1256,100 @@ TEST_F(AggregatorTest, ShrinkSharesTheScalersOfTheRemainingWorkers) {
       EXPECT_NEAR(average[j], (a[j] + b[j]) / 2, 1e-5) << key << " " << j;
     }
   }
-  // The lost worker is refused for good, a rejoin included; the others go
-  // on as two.
-  const std::string dropped =
-      "worker 2 was dropped from the run at step 1 (--on_worker_loss=shrink) "
-      "and cannot rejoin it";
+  // The lost worker's calls are refused until it joins again; then it is
+  // let in at the step after the open one, and the others go on as two
+  // until then.
   EXPECT_EQ(
       Share(*aggregator, LocalScalers(2, 2, {0, 1, 2}))->status().message(),
-      dropped);
-  EXPECT_EQ(Join(*aggregator, MakeJoin(2, MakeConfig(3, CodecId::kTernGrad)))
-                ->status()
-                .message(),
-            dropped);
+      "worker 2 was dropped from the run at step 1 (--on_worker_loss=shrink); "
+      "restart it from its checkpoint (--checkpoint_dir) to let it in again");
+  auto rejoin =
+      Join(*aggregator, MakeJoin(2, MakeConfig(3, CodecId::kTernGrad)));
+  ASSERT_TRUE(rejoin->status().ok()) << rejoin->status();
+  EXPECT_EQ(rejoin->value().next_step, 2u);
+  EXPECT_EQ(rejoin->value().live_from_step, 3u);
   RunStepAndCheck(*aggregator, 2, 2, CodecId::kTernGrad);
+  RunStepAndCheck(*aggregator, 3, 3, CodecId::kTernGrad);
+}
+
+// A dropped worker that comes back from its checkpoint (issue 16): its
+// pushes of completed steps, with no chunks, get the answers the others
+// got; its push of the open step waits for that step's answer without
+// being counted; from the next step on it is one of the workers again.
+TEST_F(AggregatorTest, ADroppedWorkerCatchesUpAndIsLetInAtAStepBoundary) {
+  AggregatorOptions options = Options(3);
+  options.on_worker_loss = WorkerLossPolicy::kShrink;
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  RunStepAndCheck(*aggregator, 3, 0, CodecId::kFp32);
+  auto lost0 = Push(*aggregator, MakePush(0, 1, CodecId::kFp32, {}));
+  auto lost1 = Push(*aggregator, MakePush(1, 1, CodecId::kFp32, {}));
+  now_ += absl::Seconds(50);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());
+  EXPECT_EQ(lost0->status().code(), absl::StatusCode::kAborted);
+  auto step1 = Push(*aggregator, MakePush(0, 1, CodecId::kFp32, {}));
+  Push(*aggregator, MakePush(1, 1, CodecId::kFp32, {}));
+  ASSERT_TRUE(step1->status().ok()) << step1->status();
+  RunStepAndCheck(*aggregator, 2, 2, CodecId::kFp32);
+
+  auto rejoin = Join(*aggregator, MakeJoin(2, MakeConfig(3, CodecId::kFp32)));
+  ASSERT_TRUE(rejoin->status().ok()) << rejoin->status();
+  EXPECT_EQ(rejoin->value().next_step, 3u);
+  EXPECT_EQ(rejoin->value().oldest_kept_step, 0u);
+  EXPECT_EQ(rejoin->value().live_from_step, 4u);
+  const PushRequest empty1{2, 1, {}};
+  auto caught1 = Push(*aggregator, empty1);
+  ASSERT_TRUE(caught1->done());
+  ASSERT_TRUE(caught1->status().ok()) << caught1->status();
+  EXPECT_EQ(caught1->value(), step1->value());  // the same bytes
+
+  // Step 3: worker 2 waits for the answer of workers 0 and 1.
+  auto caught3 = Push(*aggregator, PushRequest{2, 3, {}});
+  EXPECT_FALSE(caught3->done());
+  const PushRequest push0 = MakePush(0, 3, CodecId::kFp32, {});
+  auto p0 = Push(*aggregator, push0);
+  auto p1 = Push(*aggregator, MakePush(1, 3, CodecId::kFp32, {}));
+  ASSERT_TRUE(caught3->done() && p0->done());
+  ASSERT_TRUE(caught3->status().ok()) << caught3->status();
+  EXPECT_EQ(caught3->value(), p0->value());
+  EXPECT_EQ(p0->value()->chunks[0].payload.num_summands, 2u);
+
+  // Step 4 waits for worker 2 and averages over three.
+  auto q0 = Push(*aggregator, MakePush(0, 4, CodecId::kFp32, {}));
+  auto q1 = Push(*aggregator, MakePush(1, 4, CodecId::kFp32, {}));
+  EXPECT_FALSE(q0->done());
+  auto q2 = Push(*aggregator, MakePush(2, 4, CodecId::kFp32, {}));
+  ASSERT_TRUE(q0->done() && q2->done());
+  ASSERT_TRUE(q2->status().ok()) << q2->status();
+  EXPECT_EQ(q2->value()->chunks[0].payload.num_summands, 3u);
+  EXPECT_EQ(aggregator->step(), 5u);
+}
+
+// --catch_up_mb bounds the kept answers: a step evicted from them is
+// stale, and a join says which is the oldest still kept.
+TEST_F(AggregatorTest, TheKeptAnswersFitCatchUpBytes) {
+  AggregatorOptions options = Options(2);
+  // fp32 answers of the test's chunks: 2 of them fit.
+  uint64_t answer_bytes = 1;
+  for (const uint32_t elements : kChunkElements) {
+    answer_bytes += sizeof(float) * elements;
+  }
+  options.catch_up_bytes = 2 * answer_bytes + 1;
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(2, CodecId::kFp32));
+  for (uint64_t step = 0; step < 4; ++step) {
+    RunStepAndCheck(*aggregator, 2, step, CodecId::kFp32);
+  }
+  auto old = Push(*aggregator, PushRequest{1, 1, {}});
+  EXPECT_EQ(old->status().message(), "step 1 is stale: shard 0 is at step 4");
+  auto kept = Push(*aggregator, PushRequest{1, 2, {}});
+  ASSERT_TRUE(kept->status().ok()) << kept->status();
+  EXPECT_EQ(kept->value()->step, 2u);
+  auto rejoin = Join(*aggregator, MakeJoin(1, MakeConfig(2, CodecId::kFp32)));
+  ASSERT_TRUE(rejoin->status().ok()) << rejoin->status();
+  // Step 2 is kept now, but the open step's completion would evict it.
+  EXPECT_EQ(rejoin->value().oldest_kept_step, 3u);
+  EXPECT_EQ(rejoin->value().live_from_step, 4u);
 }
 
 // Shrink while pushes are added: those pushes cannot be taken out of the
@@ -1367,6 +1450,40 @@ TEST_F(AggregatorTest, ShrinkIsKeptInTheShardState) {
     EXPECT_EQ(average[j], (a[j] + b[j]) / 2) << j;
   }
   EXPECT_EQ(restarted->step(), 1u);
+}
+
+// A worker let in again stays in after a restart of the shard.
+TEST_F(AggregatorTest, AReadmittedWorkerIsKeptInTheShardState) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(dir, nullptr);
+  AggregatorOptions options = Options(3);
+  options.on_worker_loss = WorkerLossPolicy::kShrink;
+  options.state_path = absl::StrCat(dir, "/readmitted.state");
+  std::remove(options.state_path.c_str());
+  auto aggregator = Make(options);
+  JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
+  Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
+  Push(*aggregator, MakePush(1, 0, CodecId::kFp32, {}));
+  now_ += absl::Seconds(50);
+  EXPECT_TRUE(aggregator->ExpireWaits(now_).ok());  // worker 2 dropped
+  RunStepAndCheck(*aggregator, 2, 0, CodecId::kFp32);
+  auto rejoin = Join(*aggregator, MakeJoin(2, MakeConfig(3, CodecId::kFp32)));
+  ASSERT_TRUE(rejoin->status().ok()) << rejoin->status();
+  EXPECT_EQ(rejoin->value().live_from_step, 2u);
+  auto caught1 = Push(*aggregator, PushRequest{2, 1, {}});
+  RunStepAndCheck(*aggregator, 2, 1, CodecId::kFp32);
+  ASSERT_TRUE(caught1->status().ok()) << caught1->status();
+  aggregator.reset();  // a kill after step 1, which let worker 2 in
+
+  auto restarted = Make(options);
+  ASSERT_EQ(restarted->step(), 2u);
+  auto p0 = Push(*restarted, MakePush(0, 2, CodecId::kFp32, {}));
+  auto p1 = Push(*restarted, MakePush(1, 2, CodecId::kFp32, {}));
+  EXPECT_FALSE(p0->done());  // waits for worker 2
+  auto p2 = Push(*restarted, MakePush(2, 2, CodecId::kFp32, {}));
+  ASSERT_TRUE(p2->done());
+  ASSERT_TRUE(p2->status().ok()) << p2->status();
+  EXPECT_EQ(p2->value()->chunks[0].payload.num_summands, 3u);
 }
 
 // --- timeouts ---

@@ -1,6 +1,7 @@
 // The shard's side of --on_worker_loss (server/worker_loss.h): finding the
-// workers the open step's barrier has waited worker_loss_timeout for, and
-// stopping the run or going on without them.
+// workers the open step's barrier has waited worker_loss_timeout for,
+// stopping the run or going on without them, and letting a dropped worker
+// in again when it comes back.
 #include <string>
 #include <vector>
 
@@ -89,6 +90,29 @@ void Aggregator::DropWorkers(const std::vector<uint32_t>& lost, bool sharing,
     SaveState([&](ShardStateWriter& state) {
       return state.ScalersShared(*scalers_.shared());
     });
+  }
+}
+
+void Aggregator::TakeBack(uint32_t worker) {
+  // The open step may have pushes already: a sum cannot take one more
+  // summand, so the worker counts from the next step on.
+  if (active_.returns_at(worker).has_value()) return;
+  active_.Return(worker, step_ + 1);
+  logger_->info(
+      "worker {} (dropped at step {}) joined again: it catches up on the "
+      "kept answers and is let in at step {}",
+      worker, *active_.dropped_at(worker), step_ + 1);
+}
+
+void Aggregator::ReadmitReturning() {
+  for (const uint32_t worker : active_.Readmit(step_ + 1)) {
+    scalers_.Readmit(worker);
+    SaveState([&](ShardStateWriter& state) {
+      state.WorkerReadmitted(worker);
+      return absl::OkStatus();  // written with the completed step
+    });
+    logger_->info("step {}: worker {} is back; going on with {} of {} workers",
+                  step_ + 1, worker, active_.count(), options_.num_workers);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,13 @@ struct JoinReply {
   // every answer; null otherwise) and its checksum of all its parameters.
   std::shared_ptr<const std::vector<ChunkPayload>> initial_weights;
   uint64_t param_checksum = 0;
+  // TernGrad shards (none from the LPS): the oldest step whose answer the
+  // shard will still have when the joining worker asks for it, and the
+  // first step whose push it counts from that worker: next_step, or for a
+  // dropped worker let in again the step after the open one (its pushes of
+  // earlier steps get the kept answers).
+  std::optional<uint64_t> oldest_kept_step;
+  std::optional<uint64_t> live_from_step;
 };
 
 struct ChunkScaler {

@@ -111,8 +111,15 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "--worker_loss_timeout_s for a worker that does not come: stop (the "
        "run fails naming the worker and the step; workers exit 1) or shrink "
        "(the others go on, averaging over the workers that push; the lost "
-       "one is refused for good)")
+       "one is let in again at a step boundary when it comes back from its "
+       "checkpoint, see --catch_up_mb)")
       ->check(CLI::IsMember({"stop", "shrink"}));
+  Flag(app, "catch_up_mb", &o->catch_up_mb,
+       "terngrad: keep the answers of the latest completed steps, up to "
+       "this many MiB (at least the last step's), so that a worker coming "
+       "back from a checkpoint that many steps old catches up on them: a "
+       "restarted worker, or one dropped by shrink (0: the last step only)")
+      ->check(CLI::NonNegativeNumber);
   Flag(app, "worker_loss_timeout_s", &o->worker_loss_timeout_s,
        "how long a step waits, from its first worker's call, for the others "
        "before --on_worker_loss applies (0: --barrier_timeout_s); a worker "

@@ -229,6 +229,8 @@ int RunShard(const PsOptions& options, Logger logger,
       *ParseWorkerLossPolicy(options.on_worker_loss);
   aggregator_options.worker_loss_timeout =
       absl::Seconds(options.worker_loss_timeout_s);
+  aggregator_options.catch_up_bytes = static_cast<uint64_t>(options.catch_up_mb)
+                                      << 20;
   if (!process::MakeStateDirIfAsked(options.state_dir, logger)) {
     return process::kExitPermanent;
   }

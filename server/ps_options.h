@@ -51,6 +51,9 @@ struct PsOptions {
   // since its first worker for a worker that does not come.
   std::string on_worker_loss = "stop";
   double worker_loss_timeout_s = 0;
+  // --catch_up_mb: the latest completed steps' answers a TernGrad shard
+  // keeps for workers that come back from an older checkpoint.
+  uint32_t catch_up_mb = 128;
   // --state_sync: fsync each state write, so that it survives a machine
   // crash too (a disk flush per step).
   bool state_sync = false;

@@ -147,9 +147,8 @@ void ScalerBarrier::CompleteStep(uint64_t open, core::Deferred* deferred) {
             " shared scalers")),
         deferred);
   }
-  // Only the step just completed is kept: a step whose scalers were never
-  // shared leaves nothing to retry.
-  answers_.Clear();
+  // A step whose scalers were never shared (a shard without TernGrad
+  // chunks) leaves nothing to retry.
   if (shared_ != nullptr) answers_.Put(open, std::move(shared_));
   shared_ = nullptr;
   sent_.Reset();

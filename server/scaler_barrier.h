@@ -10,6 +10,7 @@
 #ifndef TERN_SERVER_SCALER_BARRIER_H_
 #define TERN_SERVER_SCALER_BARRIER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,6 +65,15 @@ class ScalerBarrier {
   // open step's scalers are shared among those who sent (answered through
   // `deferred`; null only while a restarted shard restores).
   void Drop(uint32_t worker, uint64_t open, core::Deferred* deferred);
+  // Keeps the shared scalers of the latest `steps` completed steps (at
+  // least 1), for workers that compute those steps again (the Aggregator
+  // keeps as many steps' answers).
+  void KeepAnswers(size_t steps) {
+    answers_.set_capacity(std::max<size_t>(1, steps));
+  }
+  // A dropped worker let in again: it is counted from the next step on
+  // (call before CompleteStep).
+  void Readmit(uint32_t worker) { dropped_[worker] = false; }
   // A restarted shard's barrier (server/shard_state.h): `last` answers
   // retries of step open - 1 (none when null); `shared`, when not null,
   // is the open step's answer, every worker counted as sent.

@@ -119,6 +119,16 @@ absl::Status ShardStateWriter::WorkerDropped(uint32_t worker, uint64_t step) {
   return Write();
 }
 
+void ShardStateWriter::WorkerReadmitted(uint32_t worker) {
+  auto* dropped = state_.mutable_dropped();
+  for (int i = 0; i < dropped->size(); ++i) {
+    if (dropped->Get(i).worker_id() == worker) {
+      dropped->DeleteSubrange(i, 1);
+      return;
+    }
+  }
+}
+
 absl::Status ShardStateWriter::StepCompleted(const PushReply& answer,
                                              const ShardRun& run,
                                              const StepChecks& checks) {

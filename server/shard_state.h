@@ -73,6 +73,9 @@ class ShardStateWriter {
                              const StepChecks& checks);
   // --on_worker_loss=shrink dropped `worker` at `step`.
   absl::Status WorkerDropped(uint32_t worker, uint64_t step);
+  // A dropped worker was let in again; written with the step completed
+  // next (StepCompleted), whose answer is the first it is counted after.
+  void WorkerReadmitted(uint32_t worker);
   // Starts from a state read back (Restore), so that the next write keeps
   // what the snapshot held.
   void Resume(const tern::v1::ShardState& state) { state_ = state; }

@@ -261,6 +261,12 @@ absl::StatusOr<PushRequest> TakePushFromWire(tern::v1::PushPullRequest* wire) {
 void JoinToWire(const JoinReply& reply, tern::v1::JoinResponse* out) {
   out->set_shard_index(reply.shard_index);
   out->set_next_step(reply.next_step);
+  if (reply.oldest_kept_step.has_value()) {
+    out->set_oldest_kept_step(*reply.oldest_kept_step);
+  }
+  if (reply.live_from_step.has_value()) {
+    out->set_live_from_step(*reply.live_from_step);
+  }
   out->mutable_chunk_keys()->Assign(reply.chunk_keys.begin(),
                                     reply.chunk_keys.end());
   if (reply.initial_weights != nullptr) {

@@ -394,6 +394,14 @@ TEST(WireTest, RepliesBecomeResponses) {
   EXPECT_EQ(join.shard_index(), 2u);
   EXPECT_EQ(join.next_step(), 17u);
   EXPECT_THAT(join.chunk_keys(), ElementsAre(1, 5));
+  EXPECT_FALSE(join.has_oldest_kept_step());  // an LPS's answer
+  EXPECT_FALSE(join.has_live_from_step());
+  JoinReply shard{2, 17, {1, 5}};
+  shard.oldest_kept_step = 9;
+  shard.live_from_step = 18;
+  JoinToWire(shard, &join);
+  EXPECT_EQ(join.oldest_kept_step(), 9u);
+  EXPECT_EQ(join.live_from_step(), 18u);
 
   tern::v1::ShareScalersResponse scalers;
   ScalersToWire(ScalerReply{3, {{1, 0.5f}, {5, 2.0f}}}, &scalers);

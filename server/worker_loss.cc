@@ -16,26 +16,54 @@ absl::string_view WorkerLossPolicyName(WorkerLossPolicy policy) {
 }
 
 absl::Status DroppedError(uint32_t worker, uint64_t step) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("worker ", worker, " was dropped from the run at step ",
-                   step, " (--on_worker_loss=shrink) and cannot rejoin it"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", worker, " was dropped from the run at step ", step,
+      " (--on_worker_loss=shrink); restart it from its "
+      "checkpoint (--checkpoint_dir) to let it in again"));
 }
 
 ActiveWorkers::ActiveWorkers(uint32_t num_workers)
-    : dropped_at_(num_workers), slots_(num_workers), count_(num_workers) {
-  for (uint32_t worker = 0; worker < num_workers; ++worker) {
-    slots_[worker] = worker;
+    : dropped_at_(num_workers),
+      returns_at_(num_workers),
+      slots_(num_workers),
+      count_(num_workers) {
+  CountSlots();
+}
+
+void ActiveWorkers::CountSlots() {
+  uint32_t slot = 0;
+  for (uint32_t worker = 0; worker < size(); ++worker) {
+    if (active(worker)) slots_[worker] = slot++;
   }
+  count_ = slot;
 }
 
 bool ActiveWorkers::Drop(uint32_t worker, uint64_t step) {
   if (!active(worker) || count_ <= 1) return false;
   dropped_at_[worker] = step;
-  --count_;
   // The workers after it move down one slot: a step's aggregation keeps
   // adding in worker order, now over count_ slots.
-  for (uint32_t later = worker + 1; later < size(); ++later) --slots_[later];
+  CountSlots();
   return true;
+}
+
+bool ActiveWorkers::Return(uint32_t worker, uint64_t step) {
+  if (active(worker)) return false;
+  if (!returns_at_[worker].has_value()) returns_at_[worker] = step;
+  return true;
+}
+
+std::vector<uint32_t> ActiveWorkers::Readmit(uint64_t step) {
+  std::vector<uint32_t> back;
+  for (uint32_t worker = 0; worker < size(); ++worker) {
+    if (returns_at_[worker] == step) {
+      returns_at_[worker].reset();
+      dropped_at_[worker].reset();
+      back.push_back(worker);
+    }
+  }
+  if (!back.empty()) CountSlots();
+  return back;
 }
 
 void ActiveWorkers::MarkDropped(core::ArrivalSet* arrivals) const {

@@ -41,6 +41,26 @@ TEST(ActiveWorkersTest, TheLastActiveWorkerIsNeverDropped) {
   EXPECT_EQ(workers.Slot(1), 0u);
 }
 
+TEST(ActiveWorkersTest, AReturningWorkerIsLetInAtItsStepAndTakesItsSlot) {
+  ActiveWorkers workers(3);
+  ASSERT_TRUE(workers.Drop(1, 4));
+  EXPECT_FALSE(workers.Return(0, 9));  // active: nothing to return from
+  ASSERT_TRUE(workers.Return(1, 9));
+  ASSERT_TRUE(workers.Return(1, 12));  // the first return's step stands
+  EXPECT_EQ(workers.returns_at(1), 9u);
+  EXPECT_FALSE(workers.active(1));
+  EXPECT_TRUE(workers.Readmit(8).empty());
+  EXPECT_EQ(workers.count(), 2u);
+  EXPECT_EQ(workers.Slot(2), 1u);
+  EXPECT_EQ(workers.Readmit(9), std::vector<uint32_t>{1});
+  EXPECT_TRUE(workers.active(1));
+  EXPECT_EQ(workers.returns_at(1), std::nullopt);
+  EXPECT_EQ(workers.dropped_at(1), std::nullopt);
+  EXPECT_EQ(workers.count(), 3u);
+  EXPECT_EQ(workers.Slot(1), 1u);
+  EXPECT_EQ(workers.Slot(2), 2u);
+}
+
 TEST(ActiveWorkersTest, DroppedWorkersCountAsArrived) {
   ActiveWorkers workers(3);
   ASSERT_TRUE(workers.Drop(2, 0));

@@ -156,10 +156,11 @@ std::unique_ptr<PsClient> ClientFor(const std::vector<int>& ports,
 
 struct Shards {
   Shards(uint32_t num_shards, uint32_t num_workers,
-         absl::Duration barrier_timeout) {
+         absl::Duration barrier_timeout,
+         std::optional<uint64_t> catch_up_bytes = std::nullopt) {
     for (uint32_t s = 0; s < num_shards; ++s) {
       shards.push_back(std::make_unique<InProcessShard>(
-          s, num_shards, num_workers, barrier_timeout));
+          s, num_shards, num_workers, barrier_timeout, catch_up_bytes));
       ports.push_back(shards.back()->port());
     }
   }
@@ -200,6 +201,7 @@ struct CrashPlan {
   uint64_t checkpoint_every = 1;
   uint64_t crash_step = 3;
   bool reached_the_shard = true;
+  std::optional<uint64_t> catch_up_bytes;  // the shards' default when absent
 };
 
 struct CrashOutcome {
@@ -215,7 +217,7 @@ CrashOutcome CrashAndRestart(const WorkerOptions& options,
                              const CrashPlan& plan) {
   CrashOutcome outcome;
   std::filesystem::remove_all(plan.dir);
-  Shards shards(plan.num_shards, 2, plan.barrier_timeout);
+  Shards shards(plan.num_shards, 2, plan.barrier_timeout, plan.catch_up_bytes);
   WorkerOptions first = options;
   first.worker_id = 0;
   WorkerOptions second = options;
@@ -320,21 +322,47 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // With checkpoints every 2 steps, a worker dying at step 3 after its push
-// comes back from step 2 while the shards completed step 3: it cannot
-// replay step 2 and says so, naming both steps.
+// comes back from step 2 while the shards completed step 3: it computes
+// steps 2 and 3 again, the shards answer them from the answers they kept
+// (scalers and sums), and it ends bit-identical to an undisturbed run.
+TEST(TrainerResumeTest, AWorkerBehindTheShardsCatchesUpBitIdentically) {
+  const WorkerOptions options = ResumeRun("terngrad");
+  const uint64_t expected = UndisturbedChecksum(options);
+  ASSERT_NE(expected, 0u);
+  CrashPlan plan;
+  plan.dir = TestDir("behind");
+  plan.checkpoint_every = 2;
+  const CrashOutcome outcome = CrashAndRestart(options, plan);
+  EXPECT_TRUE(absl::IsInternal(outcome.died)) << outcome.died;
+  EXPECT_EQ(outcome.resumed_at, 2u);
+  ASSERT_TRUE(outcome.survivor.ok()) << outcome.survivor;
+  ASSERT_TRUE(outcome.restarted.ok()) << outcome.restarted;
+  EXPECT_EQ(outcome.restarted_checksum, outcome.survivor_checksum);
+  EXPECT_EQ(outcome.restarted_checksum, expected);
+}
+
+// The same crash with shards that keep the last step's answer only
+// (--catch_up_mb=0): the worker cannot replay step 2 and says so, naming
+// both steps and the flag.
 TEST(TrainerResumeTest, AShardTooFarAheadIsRefusedNamingBothSteps) {
   CrashPlan plan;
   plan.num_shards = 1;
   plan.barrier_timeout = absl::Seconds(3);
   plan.dir = TestDir("too_far_ahead");
   plan.checkpoint_every = 2;
+  plan.catch_up_bytes = 0;
   const CrashOutcome outcome =
       CrashAndRestart(ResumeRun("terngrad"), plan);
   EXPECT_TRUE(absl::IsInternal(outcome.died)) << outcome.died;
   EXPECT_EQ(outcome.resumed_at, 2u);
   EXPECT_TRUE(absl::IsFailedPrecondition(outcome.restarted))
       << outcome.restarted;
-  EXPECT_NE(outcome.restarted.message().find("is at step 4, but checkpoint"),
+  EXPECT_NE(outcome.restarted.message().find(
+                "is at step 4 and keeps the answers from step 4 on, but "
+                "checkpoint"),
+            std::string::npos)
+      << outcome.restarted;
+  EXPECT_NE(outcome.restarted.message().find("--catch_up_mb"),
             std::string::npos)
       << outcome.restarted;
   EXPECT_NE(outcome.restarted.message().find("resumes at step 2"),

@@ -1,5 +1,8 @@
 #include "worker/join.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "worker/codec_config.h"
@@ -7,10 +10,17 @@
 namespace tern::worker {
 namespace {
 
-// Shard `shard` is at step `at`, which is neither resume.start_step nor the
-// step after it: why this worker cannot continue with it.
+// The oldest step a shard answering `response` can still answer a push of.
+uint64_t OldestKept(const tern::v1::JoinResponse& response) {
+  if (response.has_oldest_kept_step()) return response.oldest_kept_step();
+  return response.next_step() == 0 ? 0 : response.next_step() - 1;
+}
+
+// Shard `shard` is at step `at`, and this worker cannot continue with it
+// from resume.start_step: why.
 absl::Status WrongStep(const std::string& shard_name, uint64_t at,
-                       const std::string& run_id, const ResumePoint& resume) {
+                       uint64_t oldest_kept, const std::string& run_id,
+                       const ResumePoint& resume) {
   const std::string& path = resume.checkpoint_path;
   if (path.empty() || (resume.start_step == 0 && at > 1)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -23,10 +33,12 @@ absl::Status WrongStep(const std::string& shard_name, uint64_t at,
   }
   if (at > resume.start_step) {
     return absl::FailedPreconditionError(absl::StrCat(
-        shard_name, " is at step ", at, ", but checkpoint '", path,
-        "' resumes at step ", resume.start_step,
+        shard_name, " is at step ", at, " and keeps the answers from step ",
+        oldest_kept, " on, but checkpoint '", path, "' resumes at step ",
+        resume.start_step,
         ": the shards completed steps this worker cannot replay; "
-        "checkpoint more often (--checkpoint_every) or restart the job"));
+        "checkpoint more often (--checkpoint_every), give the shards a "
+        "larger --catch_up_mb, or restart the job"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       shard_name, " is at step ", at, ", behind checkpoint '", path,
@@ -69,14 +81,15 @@ absl::Status CheckJoinResponses(
     const ResumePoint& resume) {
   for (uint32_t shard = 0; shard < responses.size(); ++shard) {
     const tern::v1::JoinResponse& response = responses[shard];
-    // A shard at start_step + 1 completed that step without this worker
-    // having applied it (it died in between): the worker pushes it again
-    // and the shard answers from its retry cache.
+    // A shard past start_step completed steps without this worker having
+    // applied them (it died in between, or was dropped): the worker pushes
+    // them again and the shard answers from the answers it keeps.
     const uint64_t at = response.next_step();
-    if (at != resume.start_step && at != resume.start_step + 1) {
+    const uint64_t oldest = OldestKept(response);
+    if (at < resume.start_step || oldest > resume.start_step) {
       return WrongStep(
           absl::StrCat("shard ", shard, " (", client.name(shard), ")"), at,
-          run_id, resume);
+          oldest, run_id, resume);
     }
     const std::vector<uint32_t> keys(response.chunk_keys().begin(),
                                      response.chunk_keys().end());
@@ -89,6 +102,20 @@ absl::Status CheckJoinResponses(
     }
   }
   return absl::OkStatus();
+}
+
+uint64_t CatchUpUntil(const std::vector<tern::v1::JoinResponse>& responses,
+                      const ResumePoint& resume) {
+  bool let_in_again = false;
+  uint64_t until = UINT64_MAX;
+  for (const tern::v1::JoinResponse& response : responses) {
+    const uint64_t live_from = response.has_live_from_step()
+                                   ? response.live_from_step()
+                                   : response.next_step();
+    let_in_again |= live_from > response.next_step();
+    until = std::min(until, live_from);
+  }
+  return let_in_again ? std::max(until, resume.start_step) : resume.start_step;
 }
 
 }  // namespace tern::worker

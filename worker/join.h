@@ -4,10 +4,16 @@
 // partition gives them and be at the step this worker resumes at.
 //
 // A worker resumes at the next step C of its checkpoint (0 without one).
-// It accepts shards at C, or at C + 1 (they completed step C, and answer
-// this worker's repeated push of it from their retry cache, so the replica
-// comes back bit-identical). A shard further ahead or behind is refused,
-// naming both steps.
+// It accepts shards at C, or ahead of C as far as the answers they keep
+// reach (JoinResponse.oldest_kept_step, --catch_up_mb): it pushes the
+// steps from C again and the shards answer them from what they kept, so
+// the replica comes back bit-identical. Without oldest_kept_step (the
+// LPS), C + 1 at most. A shard further ahead or behind is refused, naming
+// both steps.
+//
+// A worker dropped by --on_worker_loss=shrink and let in again is counted
+// by each shard from its live_from_step on (the step after the shard's
+// open one); it catches up until then (CatchUpUntil).
 #ifndef TERN_WORKER_JOIN_H_
 #define TERN_WORKER_JOIN_H_
 
@@ -47,6 +53,16 @@ struct ResumePoint {
 // FAILED_PRECONDITION naming the shard when one is at a step this worker
 // cannot continue from (with what to do about it), or owns other chunks
 // than plan.shard_chunks gives it.
+// The steps from resume.start_step up to the returned one are caught up
+// on without computing a gradient (StepProtocol::CatchUp): the lowest
+// live_from_step of `responses` where a shard let this worker in again
+// after dropping it (live_from_step above next_step); otherwise
+// resume.start_step (a restarted worker's pushes of those steps were
+// counted, and it computes them again so that its own state, data position
+// and residuals, is the undisturbed run's).
+uint64_t CatchUpUntil(const std::vector<tern::v1::JoinResponse>& responses,
+                      const ResumePoint& resume);
+
 absl::Status CheckJoinResponses(
     const std::vector<tern::v1::JoinResponse>& responses,
     const PsClient& client, const ChunkPlan& plan, const std::string& run_id,

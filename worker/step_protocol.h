@@ -62,6 +62,18 @@ class StepProtocol {
     return failed;
   }
 
+  // A worker let in again after the shards dropped it (worker/join.h,
+  // CatchUpUntil): applies step `step`'s answers, which every shard kept,
+  // without a gradient of this worker's (it pushes no chunks; the shards
+  // do not count it before its live_from_step). Adds the traffic and
+  // times to `record`. UNIMPLEMENTED where the servers keep no answers
+  // (the LPS modes).
+  virtual absl::Status CatchUp(PsClient& client, uint64_t step,
+                               StepRecord* record) {
+    return absl::UnimplementedError(
+        absl::StrCat("step ", step, ": this mode does not catch up"));
+  }
+
   // Whether every worker holds the same parameters after each step, so
   // that the Trainer compares checksums with the shards (CheckParams);
   // false where each worker loads its own draw of the LPS's weights.

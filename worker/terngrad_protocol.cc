@@ -62,15 +62,39 @@ absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
   if (!pulls.ok()) return AtStep(step, pulls.status());
   rec->network_s += SecondsSince(phase);
 
-  phase = absl::Now();
-  TERN_RETURN_IF_ERROR(DecodePulls(client, step, *pulls, rec));
-  // Apply: every replica runs the same update on the same bytes.
+  return Apply(client, step, *pulls, rec);
+}
+
+absl::Status TernGradProtocol::CatchUp(PsClient& client, uint64_t step,
+                                       StepRecord* rec) {
+  // The shards answer a push of a step they kept without looking at its
+  // chunks, and do not count this worker before its live_from_step.
+  Pushes pushes(plan_.partition.num_shards());
+  for (uint32_t shard = 0; shard < pushes.size(); ++shard) {
+    pushes[shard].shard = shard;
+    pushes[shard].request.set_worker_id(options_.worker_id);
+    pushes[shard].request.set_step(step);
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<PushPullResponse>> pulls =
+      client.PushPull(std::move(pushes));
+  if (!pulls.ok()) return AtStep(step, pulls.status());
+  rec->network_s += SecondsSince(start);
+  return Apply(client, step, *pulls, rec);
+}
+
+absl::Status TernGradProtocol::Apply(const PsClient& client, uint64_t step,
+                                     const std::vector<PushPullResponse>& pulls,
+                                     StepRecord* rec) {
+  const absl::Time start = absl::Now();
+  TERN_RETURN_IF_ERROR(DecodePulls(client, step, pulls, rec));
+  // Every replica runs the same update on the same bytes.
   params_.ScatterGradients();
   for (auto& group : optimizer_.param_groups()) {
     group.options().set_lr(rec->lr);
   }
   optimizer_.step();
-  rec->decode_s = SecondsSince(phase);
+  rec->decode_s = SecondsSince(start);
   return absl::OkStatus();
 }
 

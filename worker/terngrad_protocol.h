@@ -55,6 +55,8 @@ class TernGradProtocol : public StepProtocol {
   void AddToJoin(tern::v1::JoinRequest*) const override {}
   absl::Status Step(PsClient& client, uint64_t step,
                     StepRecord* record) override;
+  absl::Status CatchUp(PsClient& client, uint64_t step,
+                       StepRecord* record) override;
   bool ReplicasIdentical() const override { return true; }
   absl::Status CheckFinal(uint64_t, uint64_t) const override {
     return absl::OkStatus();
@@ -82,6 +84,10 @@ class TernGradProtocol : public StepProtocol {
   absl::StatusOr<std::vector<std::optional<kernels::Payload>>> EncodeOnDevice(
       uint64_t step, const float* gradients, const std::vector<float>& scalers,
       const std::vector<float>& local_scalers);
+  // Steps 5 and 6: decodes the shards' answers and steps the optimizer.
+  absl::Status Apply(const PsClient& client, uint64_t step,
+                     const std::vector<tern::v1::PushPullResponse>& pulls,
+                     StepRecord* record);
   // Step 5: the shards' answers into the gradient buffer.
   absl::Status DecodePulls(const PsClient& client, uint64_t step,
                            const std::vector<tern::v1::PushPullResponse>& pulls,

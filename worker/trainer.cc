@@ -291,9 +291,16 @@ absl::Status Trainer::Join(PsClient& client) {
                                                     codecs_.fp32())
                             : std::vector<tern::v1::JoinRequest>(
                                   client.num_shards(), request)));
+  const ResumePoint resume{start_step_, checkpointer_.path()};
   TERN_RETURN_IF_ERROR(
-      CheckJoinResponses(responses, client, plan_, options_.run_id,
-                         ResumePoint{start_step_, checkpointer_.path()}));
+      CheckJoinResponses(responses, client, plan_, options_.run_id, resume));
+  catch_up_until_ = std::min(CatchUpUntil(responses, resume), options_.steps);
+  if (catch_up_until_ > start_step_) {
+    logger_->info(
+        "let in again after being dropped: catching up on steps {}..{} from "
+        "the shards' kept answers",
+        start_step_, catch_up_until_ - 1);
+  }
   if (broadcast && options_.worker_id != 0) {
     TERN_RETURN_IF_ERROR(LoadStart(responses, plan_, codecs_.fp32(), &params_));
     logger_->info("loaded worker 0's parameters from the shards (checksum {})",
@@ -350,27 +357,32 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
     rec.step = step;
     rec.lr = schedule_.Rate(step);
     rec.fp32_bytes = fp32_bytes;
-    ComputeGradients(&rec);
-    if (absl::Status stepped = protocol_->Step(client, step, &rec);
-        !stepped.ok()) {
-      TERN_ASSIGN_OR_RETURN(const uint64_t next,
-                            Recover(client, step, stepped, &recoveries));
-      // The servers lost steps: train on from `next`. The data stream does
-      // not rewind (ShardedBatches only moves forward), so the redone steps
-      // see the next batches, not the ones they saw before.
-      if (next <= step) {
-        step = next;
-        continue;
+    const bool catching_up = step < catch_up_until_;
+    if (catching_up) {
+      TERN_RETURN_IF_ERROR(CatchUp(client, step, &rec));
+    } else {
+      ComputeGradients(&rec);
+      if (absl::Status stepped = protocol_->Step(client, step, &rec);
+          !stepped.ok()) {
+        TERN_ASSIGN_OR_RETURN(const uint64_t next,
+                              Recover(client, step, stepped, &recoveries));
+        // The servers lost steps: train on from `next`. The data stream
+        // does not rewind (ShardedBatches only moves forward), so the
+        // redone steps see the next batches, not the ones they saw before.
+        if (next <= step) {
+          step = next;
+          continue;
+        }
+        // next == step + 1: the servers' state holds this step, whose
+        // parameters Recover loaded; it completes as if Step had.
       }
-      // next == step + 1: the servers' state holds this step, whose
-      // parameters Recover loaded; it completes as if Step had.
     }
     recoveries = 0;
     if (average_.has_value()) average_->Update(step);
     std::optional<Evaluation> evaluation;
     TERN_RETURN_IF_ERROR(
         FinishStep(client, metrics, live, step, start, &rec, &evaluation));
-    progress.Add(step, rec, evaluation);
+    if (!catching_up) progress.Add(step, rec, evaluation);
     if (rec.final) {
       final_evaluation_ = evaluation;
       final_checksum_ = *rec.param_checksum;
@@ -383,6 +395,18 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
                 protocol_->ReplicasIdentical()
                     ? ""
                     : " (the LPS's, after the final synchronization)");
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CatchUp(PsClient& client, uint64_t step,
+                              StepRecord* rec) {
+  // No batch was trained on: the record says so with a NaN (null) loss.
+  rec->loss = std::numeric_limits<double>::quiet_NaN();
+  TERN_RETURN_IF_ERROR(protocol_->CatchUp(client, step, rec));
+  if (step + 1 == catch_up_until_) {
+    logger_->info("caught up at step {}: training from step {} on", step,
+                  step + 1);
+  }
   return absl::OkStatus();
 }
 

@@ -130,6 +130,10 @@ class Trainer {
   // The state a checkpoint saves and restores.
   ReplicaState Replica();
   absl::Status Join(PsClient& client);
+  // Step `step`, below catch_up_until_: applies the shards' kept answers
+  // (StepProtocol::CatchUp) and logs the catch-up's end; the step then
+  // finishes as any other (checks, checkpoint, record).
+  absl::Status CatchUp(PsClient& client, uint64_t step, StepRecord* rec);
   // Step `step` failed with `failed`: the step the loop continues at, from
   // the protocol's Recover, which `recoveries` (those since the last
   // completed step) bounds.
@@ -162,6 +166,9 @@ class Trainer {
   const int max_message_bytes_;
   const ReplicaCheckpointer checkpointer_;
   uint64_t start_step_ = 0;
+  // A worker let in again after the shards dropped it catches up on the
+  // steps before this one without computing gradients (worker/join.h).
+  uint64_t catch_up_until_ = 0;
   // The mode's exchange with the servers; borrows the members above, so it
   // is declared after them (and destroyed first).
   std::unique_ptr<StepProtocol> protocol_;

@@ -4,7 +4,9 @@
 // docs/. This file is the schema: field names and meanings are a contract.
 //
 //   worker, step              who and which step (from 0)
-//   loss, lr                  the local batch loss and the step's rate
+//   loss, lr                  the local batch loss (null on a step a
+//                             worker let in again caught up on without a
+//                             batch: worker/join.h) and the step's rate
 //   push_bytes, pull_bytes    codec payload bytes (data + 4 per scaler),
 //                             summed over all shards for this step
 //   push_msg_bytes,           serialized sizes of the ShareScalers and

@@ -10,7 +10,8 @@ void GrpcEnvironment::TearDown() { grpc_shutdown(); }
 
 InProcessShard::InProcessShard(uint32_t shard, uint32_t num_shards,
                                uint32_t num_workers,
-                               absl::Duration barrier_timeout) {
+                               absl::Duration barrier_timeout,
+                               std::optional<uint64_t> catch_up_bytes) {
   server::AggregatorOptions options;
   options.shard_index = shard;
   options.num_shards = num_shards;
@@ -21,6 +22,7 @@ InProcessShard::InProcessShard(uint32_t shard, uint32_t num_shards,
   // --on_worker_loss has its own tests (server/aggregator_test.cc,
   // tests/worker_loss_test.sh).
   options.worker_loss_timeout = absl::InfiniteDuration();
+  if (catch_up_bytes.has_value()) options.catch_up_bytes = *catch_up_bytes;
   aggregator_ = *server::Aggregator::Create(options, MakeNullLogger());
   service_ =
       std::make_unique<server::PsService>(aggregator_.get(), MakeNullLogger());

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -34,8 +35,11 @@ class GrpcEnvironment : public ::testing::Environment {
 
 class InProcessShard {
  public:
+  // `catch_up_bytes`: the shard's --catch_up_mb in bytes (the default's
+  // when absent).
   InProcessShard(uint32_t shard, uint32_t num_shards, uint32_t num_workers,
-                 absl::Duration barrier_timeout);
+                 absl::Duration barrier_timeout,
+                 std::optional<uint64_t> catch_up_bytes = std::nullopt);
   // Closes the aggregator (pending calls get UNAVAILABLE) and the server.
   ~InProcessShard();
 
