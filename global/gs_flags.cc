@@ -24,7 +24,7 @@ using flags::IsHostPort;
 using flags::kMaxMessageMb;
 using flags::LogLevel;
 
-// A round's stored answers are kept for max_lag + 1 rounds; a bound keeps
+// A round's stored answers are kept for 2 x (max_lag + 1) rounds; a bound keeps
 // that memory finite and the flag meaningful.
 constexpr uint32_t kMaxMaxLag = 1000;
 

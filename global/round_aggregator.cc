@@ -59,7 +59,7 @@ RoundAggregator::RoundAggregator(RoundAggregatorOptions options, Logger logger)
       logger_(std::move(logger)),
       refusals_(logger_, options_.clock),
       sent_(options_.num_datacenters),
-      answers_(static_cast<size_t>(options_.max_lag) + 1) {
+      answers_(KeptRounds(options_.max_lag)) {
   const uint32_t k = options_.num_datacenters;
   registered_.assign(k, false);
   next_round_.assign(k, 0);

@@ -127,6 +127,16 @@ struct RoundStats {
 using RoundAnswerPtr = std::shared_ptr<const RoundAnswer>;
 using SyncCallback = core::Callback<RoundAnswerPtr>;
 
+// How many closed rounds' answers the GS keeps: max_lag + 1 for a data
+// center catching up (it lags at most that many rounds), and as many again
+// for an LPS resumed from a state written with max_lag + 1 rounds
+// unanswered that had sent up to max_lag + 1 more before it was killed
+// (server/WEIGHTGRAD.md, "Recovery": --checkpoint_every is at most
+// (max_lag + 1) * sync_every).
+inline size_t KeptRounds(uint32_t max_lag) {
+  return 2 * (static_cast<size_t>(max_lag) + 1);
+}
+
 class RoundAggregator {
  public:
   // INVALID_ARGUMENT for options that cannot work (no data centers, a
@@ -339,7 +349,7 @@ class RoundAggregator {
   // Set while the open round is held.
   std::optional<absl::Time> hold_began_ ABSL_GUARDED_BY(mu_);
 
-  // The answers of the last max_lag + 1 closed rounds, by round.
+  // The answers of the last KeptRounds(max_lag) closed rounds, by round.
   core::AnswerCache<RoundAnswerPtr> answers_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -553,15 +553,14 @@ TEST_F(HoldTest, HoldsWhileADataCenterLagsMoreThanMaxLagAndReleasesOnCatchUp) {
   EXPECT_THAT(a2->contributions,
               ElementsAre(Contribution{0, 2}, Contribution{1, 0}));
 
-  // The last max_lag + 1 = 2 answers are kept (rounds 1 and 2).
+  // The last 2 x (max_lag + 1) = 4 answers are kept (rounds 0 to 2 so
+  // far).
   auto l1 = f_.Send(Request(1, 1));
   ASSERT_TRUE(l1->done());
   EXPECT_EQ(*l1->Wait(), *r1->Wait());
-  auto old = f_.Send(Request(1, 0));  // a retry of a dropped round
-  ASSERT_TRUE(old->done());
-  EXPECT_EQ(old->Wait().status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(old->Wait().status().message(),
-              AllOf(HasSubstr("round 0"), HasSubstr("no longer kept")));
+  auto again0 = f_.Send(Request(1, 0));  // a retry of a counted round
+  ASSERT_TRUE(again0->done());
+  EXPECT_EQ(*again0->Wait(), *r0->Wait());
   auto l2 = f_.Send(Request(1, 2));
   EXPECT_EQ(*l2->Wait(), a2);
   // Caught up: round 3 closes once both send it.
@@ -569,6 +568,15 @@ TEST_F(HoldTest, HoldsWhileADataCenterLagsMoreThanMaxLagAndReleasesOnCatchUp) {
   auto both1 = f_.Send(Request(1, 3));
   ASSERT_TRUE(both0->done());
   EXPECT_THAT((*both1->Wait())->lagging, IsEmpty());
+  // Round 4 closes: round 0's answer is the fifth and is dropped.
+  f_.Send(Request(0, 4));
+  ASSERT_TRUE(f_.Send(Request(1, 4))->done());
+  auto old = f_.Send(Request(1, 0));
+  ASSERT_TRUE(old->done());
+  EXPECT_EQ(old->Wait().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(old->Wait().status().message(),
+              AllOf(HasSubstr("round 0"), HasSubstr("no longer kept"),
+                    HasSubstr("the last 4 rounds")));
 }
 
 TEST_F(HoldTest, AHoldOutlastingItsTimeoutAnswersUnavailableNamingTheLaggard) {

@@ -107,7 +107,8 @@ bool RoundAggregator::Admit(const SyncRequest& request, SyncCallback& done,
       return refuse(absl::FailedPreconditionError(absl::StrCat(
           "round ", round, " of data center ", d,
           " is no longer kept: the GS keeps the answers of the last ",
-          options_.max_lag + 1, " rounds (--max_lag=", options_.max_lag,
+          KeptRounds(options_.max_lag),
+          " rounds (2 x (--max_lag + 1), --max_lag=", options_.max_lag,
           ") and is at round ", open_round_)));
     }
     deferred->Answer<RoundAnswerPtr>(std::move(done), *stored);
