@@ -25,6 +25,7 @@
 #include "absl/types/span.h"
 #include "common/captured_log.h"
 #include "common/partitioner.h"
+#include "common/test_dir.h"
 #include "core/barrier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -129,6 +130,14 @@ class AggregatorTest : public ::testing::Test {
     options.barrier_timeout = absl::Seconds(50);
     options.join_timeout = absl::Seconds(300);
     options.clock = [this] { return now_; };
+    return options;
+  }
+
+  // --on_worker_loss=shrink with a state file in a fresh directory.
+  AggregatorOptions ShrinkWithState(uint32_t num_workers) {
+    AggregatorOptions options = Options(num_workers);
+    options.on_worker_loss = WorkerLossPolicy::kShrink;
+    options.state_path = FreshTestDir() + "/shard.state";
     return options;
   }
 
@@ -1415,12 +1424,7 @@ TEST_F(AggregatorTest, ShrinkGoesOnWithASingleWorker) {
 
 // A restarted shard (--state_dir) still knows whom it dropped.
 TEST_F(AggregatorTest, ShrinkIsKeptInTheShardState) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  ASSERT_NE(dir, nullptr);
-  AggregatorOptions options = Options(3);
-  options.on_worker_loss = WorkerLossPolicy::kShrink;
-  options.state_path = absl::StrCat(dir, "/shrink.state");
-  std::remove(options.state_path.c_str());
+  const AggregatorOptions options = ShrinkWithState(3);
   auto aggregator = Make(options);
   JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
   auto p0 = Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
@@ -1454,12 +1458,7 @@ TEST_F(AggregatorTest, ShrinkIsKeptInTheShardState) {
 
 // A worker let in again stays in after a restart of the shard.
 TEST_F(AggregatorTest, AReadmittedWorkerIsKeptInTheShardState) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  ASSERT_NE(dir, nullptr);
-  AggregatorOptions options = Options(3);
-  options.on_worker_loss = WorkerLossPolicy::kShrink;
-  options.state_path = absl::StrCat(dir, "/readmitted.state");
-  std::remove(options.state_path.c_str());
+  const AggregatorOptions options = ShrinkWithState(3);
   auto aggregator = Make(options);
   JoinAll(*aggregator, MakeConfig(3, CodecId::kFp32));
   Push(*aggregator, MakePush(0, 0, CodecId::kFp32, {}));
