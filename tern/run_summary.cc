@@ -167,8 +167,8 @@ TrainingSummary Summarize(
     summary.steps_per_s =
         Ratio(static_cast<double>(summary.steps), summary.train_s);
     summary.final_loss = last.loss;
-    // The final record always carries an evaluation; a run that stopped
-    // early reports its latest one.
+    // The final record carries an evaluation (launch never turns it off); a
+    // run that stopped early reports its latest one.
     for (auto it = reference.rbegin(); it != reference.rend(); ++it) {
       if (it->test_accuracy.has_value()) {
         summary.final_test_accuracy = it->test_accuracy;

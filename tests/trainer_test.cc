@@ -428,6 +428,27 @@ TEST(TrainerTest, TwoTernGradWorkersStayIdenticalAndLearn) {
   EXPECT_EQ(cluster.shard(0).scaler_calls(), 2 * 24);
 }
 
+// --final_eval=false: the last step is not evaluated (a benchmark times
+// only steps), and is still final and checked.
+TEST(TrainerTest, NoFinalEvaluationWhenTurnedOff) {
+  WorkerOptions options = SmallRun();
+  options.final_eval = false;
+  Cluster cluster(options, 2);
+  const std::vector<WorkerResult> results = cluster.Train();
+  ASSERT_EQ(results.size(), 2u);
+  for (const WorkerResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.lines.size(), options.steps);
+    const std::string& final_line = r.lines.back();
+    EXPECT_NE(final_line.find("\"final\":true"), std::string::npos);
+    EXPECT_TRUE(std::isnan(Field(final_line, "test_accuracy")));
+    EXPECT_EQ(Field(final_line, "eval_s"), 0);
+    EXPECT_FALSE(ChecksumField(final_line).empty());
+    EXPECT_FALSE(r.evaluation.has_value());
+  }
+  EXPECT_EQ(results[0].checksum, results[1].checksum);
+}
+
 struct Variant {
   const char* name;
   const char* codec;

@@ -430,7 +430,7 @@ absl::Status Trainer::FinishStep(PsClient& client, MetricsWriter* metrics,
                                  absl::Time start, StepRecord* rec,
                                  std::optional<Evaluation>* evaluation) {
   const bool final = step + 1 == options_.steps;
-  if (final || Every(options_.eval_every, step)) {
+  if ((final && options_.final_eval) || Every(options_.eval_every, step)) {
     const absl::Time eval_start = absl::Now();
     if (average_.has_value()) average_->Swap();  // the average in
     *evaluation = Evaluate(*model_, data_.test, kEvalBatch, loss_);

@@ -306,6 +306,10 @@ void AddChecksAndOutputFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "eval_every", &o->eval_every,
        "evaluate on the test set every N steps (0: only at the end)")
       ->group("Checks and output");
+  Flag(app, "final_eval", &o->final_eval,
+       "evaluate on the test set after the last step as well (false: the "
+       "last record has no accuracy, as bench/net.sh runs it)")
+      ->group("Checks and output");
   Flag(app, "eval_ema_decay", &o->eval_ema_decay,
        "evaluate an exponential moving average of the parameters with this "
        "decay, ramped as min(decay, (1+t)/(10+t)) (TernGrad evaluates with "

@@ -82,6 +82,7 @@ TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
                            "sampled_means",
                            "check_every",
                            "eval_every",
+                           "final_eval",
                            "metrics_out",
                            "log_level"}) {
     const std::string flag = std::string("--") + name;

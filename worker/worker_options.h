@@ -117,6 +117,9 @@ struct WorkerOptions {
   // --- checks and output ---
   uint64_t check_every = 100;            // parameter checksum every N steps
   uint64_t eval_every = 200;             // test-set evaluation every N steps
+  // Also after the last step; a benchmark that times only steps turns it
+  // off (a 10,000-image evaluation takes longer than its timed steps).
+  bool final_eval = true;
   // Evaluate a moving average of the parameters with this decay
   // (worker/parameter_average.h; TernGrad's 0.9999); 0: the parameters.
   double eval_ema_decay = 0;
