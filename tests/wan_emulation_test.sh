@@ -157,7 +157,7 @@ grep -q "tern-wan down --prefix $P" "$TEST_TMPDIR/again.err" ||
   fail "the refusal does not say to run down: $(cat "$TEST_TMPDIR/again.err")"
 [[ "$(namespaces_of "$P")" == "${P}dc0 ${P}dc1 ${P}gs" ]] ||
   fail "the refused up changed the namespaces"
-for bad in "up --datacenters 0" "up --datacenters 2 --wan_mbit 0" \
+for bad in "up --datacenters 0" "up --datacenters 2 --wan_mbit -1" \
   "up --datacenters 2 --prefix a/b" "down --wan_mbit 3" "check --seconds 1" \
   "exec dc0" "frob"; do
   rc=0
@@ -172,6 +172,22 @@ done
 [[ "$(veths)" == "$veths_before" ]] || fail "veths after down: '$(veths)'"
 [[ "$(ip -o link show)" != *"$P"* ]] || fail "a link named $P* is left"
 "$TERN_WAN" down --prefix "$P" >/dev/null || fail "a second down failed"
+
+# ------------------------------------------------------------ unshaped ---
+# --wan_mbit 0: no tbf on either end; check measures and reports only.
+rc=0
+"$TERN_WAN" up --datacenters 1 --wan_mbit 0 --prefix "$P" \
+  --probe "$PROBE" >"$TEST_TMPDIR/unshaped.out" 2>&1 || rc=$?
+cat "$TEST_TMPDIR/unshaped.out"
+[[ $rc -eq 0 ]] || fail "an unshaped up exited $rc"
+[[ $(grep -c ' unshaped$' "$TEST_TMPDIR/unshaped.out") -eq 2 ]] ||
+  fail "the unshaped check did not report both directions"
+for end in "${P}gs dc0" "${P}dc0 wan0"; do
+  read -r ns dev <<<"$end"
+  [[ "$(tc -j -n "$ns" qdisc show dev "$dev")" != *'"kind":"tbf"'* ]] ||
+    fail "an unshaped up put tbf on $dev in $ns"
+done
+"$TERN_WAN" down --prefix "$P" || fail "down after the unshaped up failed"
 
 # ----------------------------------------------------- failed up, Ctrl-C ---
 # Leaves nothing: no namespace, no veth, no probe still running.
