@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""A performance model of tern's step, fitted and checked on bench/net.sh.
+
+In the spirit of TernGrad's Appendix B (Wen et al. 2017): a step is its
+computation plus its communication, the communication a latency per round
+plus bytes over the bottleneck link's bandwidth. For tern's parameter
+server the round is one push then one pull, the pull only after every push
+is in, so on the busiest link the two directions do not overlap:
+
+  T = compute + encode + decode + latency + wire
+  wire (dedicated shards) = N * (push + pull) / B
+  wire (co-located shards) = (N - 1) / N * (push + pull) / B
+
+push and pull are one worker's message bytes a step, B the link's measured
+TCP goodput. The profile is the benchmark's unshaped rows: compute, encode
+and decode per codec, and the latency left in their network time once the
+bytes at the unshaped links' goodput are taken out. The model then
+predicts every shaped row from the profile and the link's goodput alone,
+and --predict extrapolates to other worker counts and rates.
+
+  bench/model.py [--results runs/bench-net/results.json]
+                 [--predict "N=8,16 mbit=100,20"]
+"""
+
+import argparse
+import json
+import sys
+
+
+def wire_s(placement, workers, push, pull, mbit):
+    per_worker = push + pull
+    if placement == "dedicated":
+        on_link = workers * per_worker
+    else:
+        on_link = (workers - 1) / workers * per_worker
+    return on_link * 8 / (mbit * 1e6)
+
+
+class Profile:
+    """Per codec and placement: the constants the unshaped rows give."""
+
+    def __init__(self, rows):
+        self.by = {}
+        for row in rows:
+            r = row["result"]
+            if row["rate_mbit"] != 0 or r is None or not row["goodput_mbit"]:
+                continue
+            split = r["split"]
+            wire = wire_s(row["placement"], r["workers"], r["push_msg_bytes"],
+                          r["pull_msg_bytes"], row["goodput_mbit"])
+            self.by[(row["codec"], row["placement"])] = {
+                "cpu_s": (split["compute_s"] + split["encode_s"] +
+                          split["decode_s"]),
+                # What the step spent beyond its compute and its bytes.
+                "latency_s": max(0.0, r["median"] - split["compute_s"] -
+                                 split["encode_s"] - split["decode_s"] - wire),
+                "push": r["push_msg_bytes"],
+                "pull": r["pull_msg_bytes"],
+            }
+
+    def predict(self, codec, placement, workers, mbit):
+        p = self.by.get((codec, placement))
+        if p is None:
+            return None
+        return p["cpu_s"] + p["latency_s"] + wire_s(
+            placement, workers, p["push"], p["pull"], mbit)
+
+
+def check(rows, profile):
+    """Predicted against measured for every shaped row; the worst error."""
+    print("| link | shards | codec | measured | predicted | predicted / measured |")
+    print("|---|---|---|---|---|---|")
+    worst = 0.0
+    for row in rows:
+        r = row["result"]
+        if row["rate_mbit"] == 0 or r is None or not row["goodput_mbit"]:
+            continue
+        t = profile.predict(row["codec"], row["placement"], r["workers"],
+                            row["goodput_mbit"])
+        if t is None:
+            continue
+        ratio = t / r["median"]
+        worst = max(worst, abs(ratio - 1))
+        print("| %d mbit/s | %s | %s | %.3f s | %.3f s | %.2f |" % (
+            row["rate_mbit"], row["placement"], row["codec"], r["median"], t,
+            ratio))
+    return worst
+
+
+def parse_predict(text):
+    fields = dict(part.split("=", 1) for part in text.split())
+    return ([int(n) for n in fields.get("N", "").split(",") if n],
+            [float(m) for m in fields.get("mbit", "").split(",") if m])
+
+
+def extrapolate(profile, workers_list, mbits):
+    print("| workers | link | shards | codec | predicted step | fp32 / codec |")
+    print("|---|---|---|---|---|---|")
+    codecs = sorted({c for c, _ in profile.by})
+    placements = sorted({p for _, p in profile.by})
+    for n in workers_list:
+        for mbit in mbits:
+            for placement in placements:
+                fp32 = profile.predict("fp32", placement, n, mbit)
+                for codec in codecs:
+                    t = profile.predict(codec, placement, n, mbit)
+                    if t is None:
+                        continue
+                    print("| %d | %g mbit/s | %s | %s | %.3f s | %s |" % (
+                        n, mbit, placement, codec, t,
+                        "%.2fx" % (fp32 / t) if fp32 else "-"))
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default="runs/bench-net/results.json")
+    parser.add_argument("--predict", default="",
+                        help='other shapes, e.g. "N=8,16 mbit=100,20"')
+    args = parser.parse_args()
+    try:
+        with open(args.results) as f:
+            rows = json.load(f)
+    except (OSError, ValueError) as e:
+        print("bench/model.py: cannot read %s: %s (run bench/net.sh first)"
+              % (args.results, e), file=sys.stderr)
+        return 2
+    profile = Profile(rows)
+    if not profile.by:
+        print("bench/model.py: %s has no unshaped rows with a measured "
+              "goodput to profile (bench/net.sh --rates must include 0)"
+              % args.results, file=sys.stderr)
+        return 2
+    worst = check(rows, profile)
+    print("\nlargest error: %.0f%%" % (100 * worst))
+    if args.predict:
+        workers_list, mbits = parse_predict(args.predict)
+        print()
+        extrapolate(profile, workers_list, mbits)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The step over real (emulated) links: N worker hosts, each its own network
+# namespace whose one link is shaped with tbf in both directions, joined by
+# a switch (deploy/wan/tern-wan's hub namespace), and S shards placed
+#   dedicated   all on one more host of the same kind (its link carries
+#               every worker's traffic), or
+#   colocated   one on every worker host (S = N; each link then carries
+#               about (N-1)/N of a worker's traffic, the rest stays local).
+# For every rate, placement and codec in turn: one run of warm-up plus timed
+# steps, the interfaces' byte counters read before and after, then one
+# table (bench/net_table.py): median and p90 step time, the JSONL time
+# split, the busiest link's bytes per step, the wire bound (those bytes at
+# the link's rate) and each codec's step time against fp32's.
+#
+#   bench/net.sh [--workers N] [--shards S] [--rates "0 1000 100"]
+#                [--placements "dedicated colocated"] [--codecs "..."]
+#                [--steps N] [--warmup N] [--batch_size B] [--model M]
+#                [--dataset D] [--tern PATH] [--probe PATH] [--out DIR]
+#                [--prefix P] [--table_only] [-- extra worker flags]
+#
+# Defaults: 4 workers, LeNet on Fashion-MNIST, batch 64 per worker, 10
+# warm-up and 30 timed steps, rates 0 (unshaped veths), 1000 and 100
+# mbit/s, both placements, codecs fp32 fp16 terngrad terngrad-base3 onebit
+# dropping; dedicated shards: --shards (default N). Root only (network
+# namespaces). Needs a built tern (`bazel build -c opt //tern`; copy it
+# aside with --tern while you rebuild) and //deploy/wan:net_probe
+# (--probe). Results go to OUT/<rate>/<placement>/<codec>/ (default
+# runs/bench-net), the rows also to OUT/results.json; --table_only prints
+# the table from them again.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+workers=4
+shards=""
+rates="0 1000 100"
+placements="dedicated colocated"
+codecs="fp32 fp16 terngrad terngrad-base3 onebit dropping"
+steps=30
+warmup=10
+batch_size=64
+model=lenet
+dataset=fashion-mnist
+tern=bazel-bin/tern/tern
+out=runs/bench-net
+prefix=tnb-
+probe=bazel-bin/deploy/wan/net_probe
+table_only=""
+extra=()
+
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "bench/net.sh: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --workers) workers="$2"; shift 2 ;;
+    --shards) shards="$2"; shift 2 ;;
+    --rates) rates="$2"; shift 2 ;;
+    --placements) placements="$2"; shift 2 ;;
+    --codecs) codecs="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --batch_size) batch_size="$2"; shift 2 ;;
+    --model) model="$2"; shift 2 ;;
+    --dataset) dataset="$2"; shift 2 ;;
+    --tern) tern="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --prefix) prefix="$2"; shift 2 ;;
+    --probe) probe="$2"; shift 2 ;;
+    --table_only) table_only=1; shift ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+shards="${shards:-$workers}"
+for n in workers shards steps warmup batch_size; do
+  [[ "${!n}" =~ ^[1-9][0-9]*$ ]] || die "--$n: '${!n}' is not a positive integer"
+done
+((workers <= 64)) || die "--workers: at most 64 hosts here"
+for p in $placements; do
+  [[ "$p" == dedicated || "$p" == colocated ]] ||
+    die "--placements: '$p' is not dedicated or colocated"
+done
+for r in $rates; do
+  [[ "$r" =~ ^[0-9]+$ ]] && ((r <= 10000)) ||
+    die "--rates: '$r' is not 0 (unshaped) or an integer mbit/s up to 10000"
+done
+for c in $codecs; do
+  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)$ ]] ||
+    die "--codecs: unknown '$c'"
+done
+
+table() {
+  python3 "$here/net_table.py" --out "$out" --rates "$rates" \
+    --placements "$placements" --codecs "$codecs" --warmup "$warmup" \
+    --json "$out/results.json"
+}
+if [[ -n "$table_only" ]]; then
+  table
+  exit
+fi
+
+[[ $(id -u) -eq 0 ]] || die "needs root (network namespaces)"
+[[ -x "$tern" ]] || die "$tern is missing; run: bazel build -c opt //tern"
+wan="$here/../deploy/wan/tern-wan"
+[[ -x "$probe" ]] || die "$probe is missing; run: bazel build //deploy/wan:net_probe"
+command -v python3 >/dev/null || die "python3 is needed for the table"
+
+# Hosts 0..N-1 run a worker each; host N is the dedicated shard host.
+hosts=$((workers + 1))
+shard_host=$workers
+addr_of_host() { echo "10.77.$1.2"; }
+
+# The flags of each codec row beyond --codec.
+flags_of() {
+  case "$1" in
+    terngrad-base3) echo "--codec terngrad --packing base3 --sum_packing radix" ;;
+    terngrad-radix) echo "--codec terngrad --sum_packing radix" ;;
+    *) echo "--codec $1" ;;
+  esac
+}
+
+# The address list of the shards of one placement.
+shard_list() {  # placement
+  local s list=()
+  for ((s = 0; s < $(num_shards "$1"); s++)); do
+    if [[ "$1" == dedicated ]]; then
+      list+=("$(addr_of_host "$shard_host"):$((51000 + s))")
+    else
+      list+=("$(addr_of_host "$s"):51000")
+    fi
+  done
+  (IFS=,; echo "${list[*]}")
+}
+num_shards() { [[ "$1" == dedicated ]] && echo "$shards" || echo "$workers"; }
+
+# Every host's link counters, one line "host tx rx" each (bytes leaving and
+# entering the host over its shaped link).
+read_counters() {
+  local h ns
+  for ((h = 0; h < hosts; h++)); do
+    ns="${prefix}dc$h"
+    echo "$h $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/tx_bytes) $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/rx_bytes)"
+  done
+}
+
+# Stops whatever still runs in the hosts' namespaces (the shards).
+stop_hosts() {
+  local h pids
+  for ((h = 0; h < hosts; h++)); do
+    pids="$(ip netns pids "${prefix}dc$h" 2>/dev/null || true)"
+    [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
+  done
+  for ((h = 0; h < hosts; h++)); do
+    for _ in $(seq 50); do
+      [[ -z "$(ip netns pids "${prefix}dc$h" 2>/dev/null || true)" ]] && break
+      sleep 0.1
+    done
+  done
+}
+
+# One run: shards, then workers, in their namespaces; counters around it.
+run_one() {  # rate placement codec
+  local dir="$out/$1/$2/$3" s h list pids=() rc=0
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  list="$(shard_list "$2")"
+  for ((s = 0; s < $(num_shards "$2"); s++)); do
+    h=$([[ "$2" == dedicated ]] && echo "$shard_host" || echo "$s")
+    "$wan" exec "dc$h" --prefix "$prefix" -- "$tern" ps \
+      --listen "$(echo "$list" | cut -d, -f$((s + 1)))" --insecure \
+      --shard_index "$s" --num_shards "$(num_shards "$2")" \
+      --num_workers "$workers" --run_id bench-net --log_level warn \
+      >"$dir/ps-$s.log" 2>&1 &
+  done
+  read_counters >"$dir/counters-before.txt"
+  # shellcheck disable=SC2046  # flags_of's words are flags
+  for ((h = 0; h < workers; h++)); do
+    "$wan" exec "dc$h" --prefix "$prefix" -- "$tern" worker \
+      --worker_id "$h" --num_workers "$workers" --ps "$list" \
+      --run_id bench-net --model "$model" --dataset "$dataset" \
+      --batch_size "$batch_size" --steps $((warmup + steps)) --seed 7 \
+      --eval_every 0 --final_eval=false --check_every 0 --log_level warn \
+      --metrics_out "$dir/worker-$h.jsonl" $(flags_of "$3") "${extra[@]}" \
+      >"$dir/worker-$h.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  read_counters >"$dir/counters-after.txt"
+  stop_hosts
+  wait || true  # the shards' tern-wan exec
+  if [[ $rc -ne 0 ]]; then
+    echo "bench/net.sh: a worker of $1 mbit/s $2 $3 failed; see $dir/worker-*.log" >&2
+    return 1
+  fi
+}
+
+cleanup() { "$wan" down --prefix "$prefix" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+failed=0
+for rate in $rates; do
+  cleanup
+  echo "== $rate mbit/s ($([[ $rate == 0 ]] && echo unshaped || echo tbf)): $hosts hosts" >&2
+  mkdir -p "$out/$rate"
+  "$wan" up --datacenters "$hosts" --wan_mbit "$rate" --prefix "$prefix" \
+    --probe "$probe" --seconds 2 >"$out/$rate/up.log" 2>&1 ||
+    { cat "$out/$rate/up.log" >&2; die "tern-wan up at $rate mbit/s failed"; }
+  for placement in $placements; do
+    # Goodput before each placement's runs (tern-wan's bulk TCP probe).
+    "$wan" check --prefix "$prefix" --probe "$probe" --seconds 2 \
+      >"$out/$rate/check-$placement.log" 2>&1 ||
+      { cat "$out/$rate/check-$placement.log" >&2; die "the links at $rate mbit/s failed their check"; }
+    grep '^link' "$out/$rate/check-$placement.log" | sed 's/^/   /' >&2 || true
+    for codec in $codecs; do
+      echo "   $placement, $codec: $warmup + $steps steps" >&2
+      run_one "$rate" "$placement" "$codec" || failed=$((failed + 1))
+    done
+  done
+done
+cleanup
+table
+[[ $failed -eq 0 ]] || { echo "bench/net.sh: $failed run(s) failed" >&2; exit 1; }

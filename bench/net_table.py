@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The table of bench/net.sh: one row per rate, placement and codec.
+
+Reads OUT/<rate>/<placement>/<codec>/: worker-*.jsonl (one record per
+step: wall_s is cumulative, compute_s ... decode_s the step's split) and
+counters-{before,after}.txt ("host tx_bytes rx_bytes" of each host's
+link). Step times are worker 0's, from the differences of wall_s over the
+timed steps (after --warmup); the steps are synchronous, so every worker's
+are the same to within its share of the last barrier.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+
+def quantile(values, q):
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def read_records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_counters(path):
+    counters = {}
+    with open(path) as f:
+        for line in f:
+            host, tx, rx = line.split()
+            counters[int(host)] = (int(tx), int(rx))
+    return counters
+
+
+def link_bytes_per_step(run_dir, steps):
+    """The busiest host link's bytes per step (the larger direction)."""
+    before = read_counters(os.path.join(run_dir, "counters-before.txt"))
+    after = read_counters(os.path.join(run_dir, "counters-after.txt"))
+    busiest = 0
+    for host, (tx, rx) in after.items():
+        tx0, rx0 = before[host]
+        busiest = max(busiest, tx - tx0, rx - rx0)
+    return busiest / steps
+
+
+def summarize(run_dir, warmup):
+    """Worker 0's timed steps and the links' bytes, or None when missing."""
+    path = os.path.join(run_dir, "worker-0.jsonl")
+    if not os.path.exists(path):
+        return None
+    records = read_records(path)
+    timed = [r for r in records if r["step"] >= warmup]
+    if len(timed) < 2:
+        return None
+    wall = {r["step"]: r["wall_s"] for r in records}
+    steps = [wall[r["step"]] - wall[r["step"] - 1] for r in timed
+             if r["step"] - 1 in wall]
+    split = {k: statistics.median(r[k] for r in timed)
+             for k in ("compute_s", "encode_s", "network_s", "decode_s")}
+    return {
+        "workers": len([f for f in os.listdir(run_dir)
+                        if f.startswith("worker-") and f.endswith(".jsonl")]),
+        "push_msg_bytes": statistics.median(r["push_msg_bytes"] for r in timed),
+        "pull_msg_bytes": statistics.median(r["pull_msg_bytes"] for r in timed),
+        "median": statistics.median(steps),
+        "p90": quantile(steps, 0.9),
+        "split": split,
+        "link_bytes": link_bytes_per_step(run_dir, len(records)),
+        "timed": len(steps),
+    }
+
+
+def goodput_mbit(out, rate, placement):
+    """The slowest link direction tern-wan's check measured, in mbit/s."""
+    path = os.path.join(out, str(rate), "check-%s.log" % placement)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        rates = [float(line.split()[2]) for line in f
+                 if line.startswith("link ")]
+    return min(rates) if rates else None
+
+
+def rate_name(rate):
+    return "unshaped" if rate == 0 else "%d mbit/s" % rate
+
+
+def row(rate, placement, codec, s, fp32):
+    if s is None:
+        return "| %s | %s | %s | no result | | | | | | |" % (
+            rate_name(rate), placement, codec)
+    split = s["split"]
+    bound = ("%.3f s" % (s["link_bytes"] * 8 / (rate * 1e6))
+             if rate else "-")
+    speedup = ("%.2fx" % (fp32["median"] / s["median"])
+               if fp32 is not None else "-")
+    return "| %s | %s | %s | %.3f s | %.3f s | %s | %.3f / %.3f / %.3f / %.3f | %.2f MB | %s |" % (
+        rate_name(rate), placement, codec, s["median"], s["p90"], speedup,
+        split["compute_s"], split["encode_s"], split["network_s"],
+        split["decode_s"], s["link_bytes"] / 1e6, bound)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rates", required=True)
+    parser.add_argument("--placements", required=True)
+    parser.add_argument("--codecs", required=True)
+    parser.add_argument("--warmup", type=int, required=True)
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args()
+    print("| link | shards | codec | step (median) | step (p90) | fp32 / codec"
+          " | compute / encode / network / decode (median s) | busiest link"
+          " per step | wire bound |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    missing = 0
+    results = []
+    for rate in (int(r) for r in args.rates.split()):
+        for placement in args.placements.split():
+            runs = {c: summarize(os.path.join(args.out, str(rate), placement,
+                                              c), args.warmup)
+                    for c in args.codecs.split()}
+            for codec, s in runs.items():
+                missing += s is None
+                print(row(rate, placement, codec, s, runs.get("fp32")))
+                results.append({"rate_mbit": rate, "placement": placement,
+                                "codec": codec, "result": s,
+                                "goodput_mbit": goodput_mbit(
+                                    args.out, rate, placement)})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/net.sh, small: 2 worker hosts, unshaped and 200 mbit/s links, both
+# placements, fp32 and terngrad, 1 + 3 steps of LeNet on synthetic data.
+# What must hold whatever the machine's speed:
+#   - every run has a row, and OUT/results.json holds them;
+#   - the dedicated shard host's link carries every worker's fp32 push
+#     (>= 2 x LeNet's 13.1 MB a step) and a co-located one about half that;
+#   - terngrad's busiest link carries under a fifth of fp32's;
+#   - a shaped fp32 step takes at least 0.9 of its wire bound (the link
+#     cannot be faster than its tbf rate), unshaped rows have no bound;
+#   - no namespace of the benchmark is left afterwards.
+# Without root or network namespaces it prints "SKIPPED: <reason>".
+#
+# Usage: bench_net_test.sh <bench/net> <tern> <net_probe>
+set -euo pipefail
+
+BENCH=$1
+TERN=$(readlink -f "$2")
+PROBE=$(readlink -f "$3")
+P="tnbt$$-"
+TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
+OUT="$TEST_TMPDIR/bench-net"
+
+skip() { echo "SKIPPED: $*"; exit 0; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+[[ $EUID -eq 0 ]] || skip "not root (network namespaces need it)"
+command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
+ip netns add "${P}probe" 2>/dev/null || skip "cannot create network namespaces"
+ip netns delete "${P}probe"
+
+rc=0
+"$BENCH" --workers 2 --rates "0 200" --codecs "fp32 terngrad" --steps 3 \
+  --warmup 1 --dataset synthetic --tern "$TERN" --probe "$PROBE" \
+  --out "$OUT" --prefix "$P" >"$TEST_TMPDIR/table.md" 2>"$TEST_TMPDIR/bench.err" || rc=$?
+cat "$TEST_TMPDIR/bench.err" "$TEST_TMPDIR/table.md"
+[[ $rc -eq 0 ]] || fail "bench/net.sh exited $rc"
+[[ -z "$(ip netns list | grep "^$P" || true)" ]] || fail "namespaces left: $(ip netns list | grep "^$P")"
+
+/usr/bin/python3 - "$OUT/results.json" <<'EOF' || fail "the results do not hold (above)"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 8, "%d rows, not 8" % len(rows)
+by = {(r["rate_mbit"], r["placement"], r["codec"]): r["result"] for r in rows}
+for key, r in by.items():
+    assert r is not None, "no result for %s" % (key,)
+    assert r["timed"] == 3, "%s: %d timed steps" % (key, r["timed"])
+fp32_bytes = 13098536  # LeNet's gradient in fp32
+for rate in (0, 200):
+    ded = by[(rate, "dedicated", "fp32")]["link_bytes"]
+    col = by[(rate, "colocated", "fp32")]["link_bytes"]
+    print("rate %d: fp32 busiest link %.2f MB (dedicated) %.2f MB (colocated)"
+          % (rate, ded / 1e6, col / 1e6))
+    assert ded >= 2 * fp32_bytes, "dedicated %d < 2 pushes" % ded
+    assert col < 0.7 * ded, "colocated %d not below 0.7 x dedicated %d" % (col, ded)
+    for placement in ("dedicated", "colocated"):
+        tern = by[(rate, placement, "terngrad")]["link_bytes"]
+        fp32 = by[(rate, placement, "fp32")]["link_bytes"]
+        assert tern < fp32 / 5, "%s terngrad %d vs fp32 %d" % (placement, tern, fp32)
+for placement in ("dedicated", "colocated"):
+    r = by[(200, placement, "fp32")]
+    bound = r["link_bytes"] * 8 / 200e6
+    print("200 mbit/s %s fp32: median step %.3f s, wire bound %.3f s"
+          % (placement, r["median"], bound))
+    assert r["median"] >= 0.9 * bound, "faster than the link allows"
+EOF
+grep -q '^| unshaped | dedicated | fp32 | .* | - |$' "$TEST_TMPDIR/table.md" ||
+  fail "the unshaped fp32 row has a wire bound"
+grep -q '^| 200 mbit/s | colocated | terngrad |' "$TEST_TMPDIR/table.md" ||
+  fail "no 200 mbit/s colocated terngrad row"
+echo PASS
