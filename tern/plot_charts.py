@@ -53,6 +53,11 @@ class Charts:
         self.runs = data["runs"]
         self.out_dir = data["out_dir"]
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        if len(self.runs) > len(colours):
+            # The default cycle has ten; past that, tab20's twenty, so
+            # that eleven codecs in one chart do not share a colour.
+            tab20 = plt.get_cmap("tab20")
+            colours = [tab20(i) for i in range(tab20.N)]
         for i, run in enumerate(self.runs):
             run["colour"] = colours[i % len(colours)]
         self.has_eval = any(run["test_accuracy"] for run in self.runs)
