@@ -120,19 +120,22 @@ flags_of() {
   esac
 }
 
-# The address list of the shards of one placement.
+num_shards() { [[ "$1" == dedicated ]] && echo "$shards" || echo "$workers"; }
+
+# Where shard s of a placement runs, and its address there.
+shard_host_of() { [[ "$1" == dedicated ]] && echo "$shard_host" || echo "$2"; }
+shard_addr() {  # placement shard
+  echo "$(addr_of_host "$(shard_host_of "$1" "$2")"):$((51000 + $2))"
+}
+
+# The address list of the shards of one placement, in shard order.
 shard_list() {  # placement
   local s list=()
   for ((s = 0; s < $(num_shards "$1"); s++)); do
-    if [[ "$1" == dedicated ]]; then
-      list+=("$(addr_of_host "$shard_host"):$((51000 + s))")
-    else
-      list+=("$(addr_of_host "$s"):51000")
-    fi
+    list+=("$(shard_addr "$1" "$s")")
   done
   (IFS=,; echo "${list[*]}")
 }
-num_shards() { [[ "$1" == dedicated ]] && echo "$shards" || echo "$workers"; }
 
 # Every host's link counters, one line "host tx rx" each (bytes leaving and
 # entering the host over its shaped link).
@@ -161,15 +164,15 @@ stop_hosts() {
 
 # One run: shards, then workers, in their namespaces; counters around it.
 run_one() {  # rate placement codec
-  local dir="$out/$1/$2/$3" s h list pids=() rc=0
+  local dir="$out/$1/$2/$3" s h n list pids=() rc=0
   rm -rf "$dir"
   mkdir -p "$dir"
   list="$(shard_list "$2")"
-  for ((s = 0; s < $(num_shards "$2"); s++)); do
-    h=$([[ "$2" == dedicated ]] && echo "$shard_host" || echo "$s")
-    "$wan" exec "dc$h" --prefix "$prefix" -- "$tern" ps \
-      --listen "$(echo "$list" | cut -d, -f$((s + 1)))" --insecure \
-      --shard_index "$s" --num_shards "$(num_shards "$2")" \
+  n="$(num_shards "$2")"
+  for ((s = 0; s < n; s++)); do
+    "$wan" exec "dc$(shard_host_of "$2" "$s")" --prefix "$prefix" -- "$tern" ps \
+      --listen "$(shard_addr "$2" "$s")" --insecure \
+      --shard_index "$s" --num_shards "$n" \
       --num_workers "$workers" --run_id bench-net --log_level warn \
       >"$dir/ps-$s.log" 2>&1 &
   done

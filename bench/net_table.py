@@ -124,13 +124,13 @@ def main():
             runs = {c: summarize(os.path.join(args.out, str(rate), placement,
                                               c), args.warmup)
                     for c in args.codecs.split()}
+            goodput = goodput_mbit(args.out, rate, placement)
             for codec, s in runs.items():
                 missing += s is None
                 print(row(rate, placement, codec, s, runs.get("fp32")))
                 results.append({"rate_mbit": rate, "placement": placement,
                                 "codec": codec, "result": s,
-                                "goodput_mbit": goodput_mbit(
-                                    args.out, rate, placement)})
+                                "goodput_mbit": goodput})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -75,19 +75,17 @@ for name in $codecs; do
     echo "   failed: see $run.log" >&2
 done
 
-python3 - "$dir" $codecs <<'EOF'
+PYTHONPATH="$(dirname "$0")" python3 - "$dir" $codecs <<'EOF'
 import json, os, sys
+from run_records import training_seconds
 root, names = sys.argv[1], sys.argv[2:]
 def load(name):
     path = os.path.join(root, name, "summary.json")
     return json.load(open(path)) if os.path.exists(path) else None
 base = load("fp32")
-def training_steps_per_s(name):
-    """Worker 0's steps over its wall time less its evaluations (eval_s)."""
-    with open(os.path.join(root, name, "worker-0.jsonl")) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    seconds = records[-1]["wall_s"] - sum(r.get("eval_s", 0) for r in records)
-    return len(records) / seconds
+def training_steps_per_s(name, summary):
+    """Worker 0's steps over its wall time less its evaluations."""
+    return summary["steps"] / training_seconds(os.path.join(root, name))
 def size(b):
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= scale:
@@ -108,7 +106,7 @@ for name in names:
         name, "%.2f%%" % (100 * acc) if acc is not None else "-", diff,
         size(s["push_bytes_per_step"]), size(s["pull_bytes_per_step"]),
         s["push_ratio_vs_fp32"], s["pull_ratio_vs_fp32"],
-        training_steps_per_s(name),
+        training_steps_per_s(name, s),
         "identical" if s["checksums_agree"] else "DIFFER"))
 EOF
 

@@ -123,21 +123,15 @@ for mode in $modes; do
     >"$run.log" 2>&1 || echo "   failed: see $run.log" >&2
 done
 
-python3 - "$dir" "$target" $modes <<'EOF'
+PYTHONPATH="$(dirname "$0")" python3 - "$dir" "$target" $modes <<'EOF'
 import json, os, sys
+from run_records import training_seconds
 root, target, names = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 def load(name):
     path = os.path.join(root, name, "summary.json")
     return json.load(open(path)) if os.path.exists(path) else None
 def train_s(name):
-    # Worker 0's time for all its steps, its evaluations excluded.
-    path = os.path.join(root, name, "worker-0.jsonl")
-    if not os.path.exists(path):
-        return None
-    records = [json.loads(line) for line in open(path)]
-    if not records:
-        return None
-    return records[-1]["wall_s"] - sum(r.get("eval_s", 0) for r in records)
+    return training_seconds(os.path.join(root, name))
 def size(b):
     if b is None:
         return "unavailable"
