@@ -365,18 +365,25 @@ std::string ChecksumField(const std::string& line) {
   return line.substr(at + key.size(), 18);
 }
 
+// Trains the cluster's n workers into *results; each must run every step.
+void TrainAll(Cluster& cluster, size_t n, uint64_t steps,
+              std::vector<WorkerResult>* results) {
+  *results = cluster.Train();
+  ASSERT_EQ(results->size(), n);
+  for (const WorkerResult& r : *results) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.lines.size(), steps);
+  }
+}
+
 TEST(TrainerTest, TwoTernGradWorkersStayIdenticalAndLearn) {
   WorkerOptions options = SmallRun();
   options.steps = 24;
   options.eval_every = 12;
   options.check_every = 6;
   Cluster cluster(options, 2);
-  const std::vector<WorkerResult> results = cluster.Train();
-  ASSERT_EQ(results.size(), 2u);
-  for (const WorkerResult& r : results) {
-    ASSERT_TRUE(r.status.ok()) << r.status;
-    ASSERT_EQ(r.lines.size(), options.steps);
-  }
+  std::vector<WorkerResult> results;
+  ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &results));
   EXPECT_EQ(results[0].checksum, results[1].checksum);
   EXPECT_NE(results[0].checksum, 0u);
 
@@ -434,11 +441,9 @@ TEST(TrainerTest, NoFinalEvaluationWhenTurnedOff) {
   WorkerOptions options = SmallRun();
   options.final_eval = false;
   Cluster cluster(options, 2);
-  const std::vector<WorkerResult> results = cluster.Train();
-  ASSERT_EQ(results.size(), 2u);
+  std::vector<WorkerResult> results;
+  ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &results));
   for (const WorkerResult& r : results) {
-    ASSERT_TRUE(r.status.ok()) << r.status;
-    ASSERT_EQ(r.lines.size(), options.steps);
     const std::string& final_line = r.lines.back();
     EXPECT_NE(final_line.find("\"final\":true"), std::string::npos);
     EXPECT_TRUE(std::isnan(Field(final_line, "test_accuracy")));
