@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/process/allocator.h"
 #include "common/process/exit_codes.h"
 #include "common/process/signals.h"
 #include "common/process/stop.h"
@@ -283,4 +284,9 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tern
 
-int main(int argc, char** argv) { return tern::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Before any thread starts: every role frees and allocates the same large
+  // buffers each step (common/process/allocator.h).
+  tern::process::KeepFreedMemory();
+  return tern::Main(argc, argv);
+}
