@@ -53,6 +53,14 @@ absl::StatusOr<kernels::Payload> PayloadFromWire(
   return payload;
 }
 
+absl::StatusOr<kernels::Payload> PayloadFromWire(tern::v1::Payload&& wire) {
+  std::string data = std::move(*wire.mutable_data());
+  absl::StatusOr<kernels::Payload> payload =
+      PayloadFromWire(static_cast<const tern::v1::Payload&>(wire));
+  if (payload.ok()) payload->data = std::move(data);
+  return payload;
+}
+
 void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
   HeaderToWire(payload, out);
   out->set_data(payload.data);

@@ -25,6 +25,10 @@ absl::StatusOr<kernels::Layout> LayoutFromWire(int value);
 // The data is copied: the request stays intact (its fields name the chunk
 // in error messages). INVALID_ARGUMENT as CodecFromWire / LayoutFromWire.
 absl::StatusOr<kernels::Payload> PayloadFromWire(const tern::v1::Payload& wire);
+// The same, moving the bytes out instead of copying them: `wire` keeps its
+// header fields (for error messages) and is left without data. For
+// messages that are read once (a shard's pushes, a worker's pulls).
+absl::StatusOr<kernels::Payload> PayloadFromWire(tern::v1::Payload&& wire);
 
 // Writes every field of `payload` into `*out`. The rvalue overload moves the
 // bytes instead of copying them (the worker's push path, where a chunk's

@@ -75,6 +75,28 @@ TEST(WireTest, TheMovingOverloadWritesTheSameMessage) {
   EXPECT_EQ(wire.data().data(), bytes);  // the buffer itself, not a copy
 }
 
+TEST(WireTest, TheMovingReaderTakesTheBytesAndKeepsTheHeader) {
+  tern::v1::Payload wire;
+  kernels::Payload big = SomePayload();
+  big.data.assign(1 << 16, 'y');  // beyond any small-string buffer
+  PayloadToWire(big, &wire);
+  const char* bytes = wire.data().data();
+  const absl::StatusOr<kernels::Payload> moved =
+      PayloadFromWire(std::move(wire));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  ExpectSamePayload(*moved, big);
+  EXPECT_EQ(moved->data.data(), bytes);  // the buffer itself, not a copy
+  // What error messages read of the message is still there.
+  EXPECT_EQ(wire.num_elements(), 1234u);  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(wire.data().empty());
+
+  tern::v1::Payload unknown;
+  PayloadToWire(SomePayload(), &unknown);
+  unknown.set_codec(static_cast<tern::v1::Codec>(99));
+  EXPECT_EQ(PayloadFromWire(std::move(unknown)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Every number the kernels know is accepted and keeps its value.
 class KnownNumbersTest : public ::testing::TestWithParam<int> {};
 

@@ -63,12 +63,18 @@ absl::Status FloatAggregation::AddDecoded(uint32_t worker,
     waiting_[worker] = std::move(values);
     return absl::OkStatus();
   }
-  AddInOrder(values);
+  AddInOrder(std::move(values));
   while (next_ < num_workers_ && added_[next_]) {
-    std::vector<float> waiting = std::move(waiting_[next_]);
-    AddInOrder(waiting);
+    AddInOrder(std::move(waiting_[next_]));
   }
   return absl::OkStatus();
+}
+
+void FloatAggregation::AddInOrder(std::vector<float>&& values) {
+  if (next_ != 0) return AddInOrder(absl::MakeConstSpan(values));
+  // The first worker's values become the sum: no copy.
+  sum_ = std::move(values);
+  ++next_;
 }
 
 void FloatAggregation::AddInOrder(absl::Span<const float> values) {

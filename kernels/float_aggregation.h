@@ -43,7 +43,9 @@ class FloatAggregation final : public Aggregation {
   absl::StatusOr<Payload> Finish() override;
 
  private:
+  // Adds the next worker's values to sum_ (worker 0's become it).
   void AddInOrder(absl::Span<const float> values);
+  void AddInOrder(std::vector<float>&& values);
 
   const uint64_t num_elements_;
   const uint32_t num_workers_;

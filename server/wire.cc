@@ -247,11 +247,9 @@ absl::StatusOr<PushRequest> TakePushFromWire(tern::v1::PushPullRequest* wire) {
   chunks.Swap(wire->mutable_chunks());
   request.chunks.reserve(chunks.size());
   for (tern::v1::ChunkPayload& chunk : chunks) {
-    // The bytes move out first, so that PayloadFromWire copies none.
-    std::string data = std::move(*chunk.mutable_payload()->mutable_data());
-    absl::StatusOr<kernels::Payload> payload = PayloadFromWire(chunk.payload());
+    absl::StatusOr<kernels::Payload> payload =
+        PayloadFromWire(std::move(*chunk.mutable_payload()));
     if (!payload.ok()) return PushChunkError(payload.status(), *wire, chunk);
-    payload->data = std::move(data);
     request.chunks.push_back(
         ChunkPayload{chunk.chunk_key(), *std::move(payload)});
   }

@@ -62,7 +62,7 @@ absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
   if (!pulls.ok()) return AtStep(step, pulls.status());
   rec->network_s += SecondsSince(phase);
 
-  return Apply(client, step, *pulls, rec);
+  return Apply(client, step, *std::move(pulls), rec);
 }
 
 absl::Status TernGradProtocol::CatchUp(PsClient& client, uint64_t step,
@@ -80,14 +80,14 @@ absl::Status TernGradProtocol::CatchUp(PsClient& client, uint64_t step,
       client.PushPull(std::move(pushes));
   if (!pulls.ok()) return AtStep(step, pulls.status());
   rec->network_s += SecondsSince(start);
-  return Apply(client, step, *pulls, rec);
+  return Apply(client, step, *std::move(pulls), rec);
 }
 
 absl::Status TernGradProtocol::Apply(const PsClient& client, uint64_t step,
-                                     const std::vector<PushPullResponse>& pulls,
+                                     std::vector<PushPullResponse> pulls,
                                      StepRecord* rec) {
   const absl::Time start = absl::Now();
-  TERN_RETURN_IF_ERROR(DecodePulls(client, step, pulls, rec));
+  TERN_RETURN_IF_ERROR(DecodePulls(client, step, std::move(pulls), rec));
   // Every replica runs the same update on the same bytes.
   params_.ScatterGradients();
   for (auto& group : optimizer_.param_groups()) {
@@ -223,13 +223,14 @@ TernGradProtocol::EncodeOnDevice(uint64_t step, const float* gradients,
   return by_key;
 }
 
-absl::Status TernGradProtocol::DecodePulls(
-    const PsClient& client, uint64_t step,
-    const std::vector<PushPullResponse>& pulls, StepRecord* rec) {
+absl::Status TernGradProtocol::DecodePulls(const PsClient& client,
+                                           uint64_t step,
+                                           std::vector<PushPullResponse> pulls,
+                                           StepRecord* rec) {
   const std::vector<Chunk>& chunks = plan_.partition.chunks();
   std::vector<bool> seen(chunks.size(), false);
   for (uint32_t shard = 0; shard < pulls.size(); ++shard) {
-    const PushPullResponse& pull = pulls[shard];
+    PushPullResponse& pull = pulls[shard];
     rec->pull_msg_bytes += pull.ByteSizeLong();
     const auto shard_error = [&](const std::string& what) {
       return absl::InternalError(absl::StrCat("step ", step, ": shard ", shard,
@@ -244,7 +245,7 @@ absl::Status TernGradProtocol::DecodePulls(
       return shard_error(
           absl::StrCat(pull.chunks_size(), " chunks, expected ", owned.size()));
     }
-    for (const tern::v1::ChunkPayload& wire : pull.chunks()) {
+    for (tern::v1::ChunkPayload& wire : *pull.mutable_chunks()) {
       const uint32_t key = wire.chunk_key();
       if (key >= chunks.size() || chunks[key].shard != shard || seen[key]) {
         return shard_error(
@@ -252,8 +253,9 @@ absl::Status TernGradProtocol::DecodePulls(
       }
       seen[key] = true;
       rec->pull_bytes += core::PayloadBytes(wire.payload());
+      // Read once: the bytes move out of the answer instead of a copy.
       absl::StatusOr<kernels::Payload> payload =
-          core::PayloadFromWire(wire.payload());
+          core::PayloadFromWire(std::move(*wire.mutable_payload()));
       absl::Status decoded = payload.status();
       if (decoded.ok()) {
         decoded = codecs_.For(key).Decode(*payload,

@@ -86,11 +86,12 @@ class TernGradProtocol : public StepProtocol {
       const std::vector<float>& local_scalers);
   // Steps 5 and 6: decodes the shards' answers and steps the optimizer.
   absl::Status Apply(const PsClient& client, uint64_t step,
-                     const std::vector<tern::v1::PushPullResponse>& pulls,
+                     std::vector<tern::v1::PushPullResponse> pulls,
                      StepRecord* record);
-  // Step 5: the shards' answers into the gradient buffer.
+  // Step 5: the shards' answers into the gradient buffer (their bytes move
+  // out of `pulls`, which are read once).
   absl::Status DecodePulls(const PsClient& client, uint64_t step,
-                           const std::vector<tern::v1::PushPullResponse>& pulls,
+                           std::vector<tern::v1::PushPullResponse> pulls,
                            StepRecord* record);
 
   const WorkerOptions& options_;
