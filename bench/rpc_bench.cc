@@ -44,8 +44,6 @@ namespace {
 using tern::bench::v1::EchoMessage;
 
 constexpr int kMiB = 1 << 20;
-// The worker's default chunk (--partition_bytes): the echo's chunks too.
-constexpr size_t kChunkBytes = 4 << 20;
 
 class EchoService final : public v1::Echo::Service {
   grpc::Status Echo(grpc::ServerContext* /*context*/,
@@ -117,17 +115,28 @@ absl::StatusOr<ModelBuffers> MakeBuffers(const std::string& model_name) {
   return buffers;
 }
 
-// One echo round trip of the gradients' bytes in kChunkBytes chunks,
-// copied in and out as the fp32 codec's encode and decode copy them.
-absl::Status EchoOnce(v1::Echo::Stub& stub, ModelBuffers& buffers) {
-  EchoMessage request;
-  for (const auto& gradient : buffers.gradients) {
-    const char* bytes = reinterpret_cast<const char*>(gradient.data());
+// Calls chunk(bytes, size) for each piece of at most `chunk_bytes` of every
+// gradient, in order: the echo's chunks.
+template <typename Chunk>
+void ForEachChunk(ModelBuffers& buffers, size_t chunk_bytes, Chunk&& chunk) {
+  for (auto& gradient : buffers.gradients) {
+    char* bytes = reinterpret_cast<char*>(gradient.data());
     const size_t size = gradient.size() * sizeof(float);
-    for (size_t at = 0; at < size; at += kChunkBytes) {
-      request.add_chunks(bytes + at, std::min(kChunkBytes, size - at));
+    for (size_t at = 0; at < size; at += chunk_bytes) {
+      chunk(bytes + at, std::min(chunk_bytes, size - at));
     }
   }
+}
+
+// One echo round trip of the gradients' bytes in chunks of the worker's
+// --partition_bytes, copied in and out as the fp32 codec's encode and
+// decode copy them.
+absl::Status EchoOnce(v1::Echo::Stub& stub, size_t chunk_bytes,
+                      ModelBuffers& buffers) {
+  EchoMessage request;
+  ForEachChunk(buffers, chunk_bytes, [&](const char* bytes, size_t size) {
+    request.add_chunks(bytes, size);
+  });
   EchoMessage response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -137,17 +146,20 @@ absl::Status EchoOnce(v1::Echo::Stub& stub, ModelBuffers& buffers) {
     return absl::UnavailableError(
         absl::StrCat("Echo: ", status.error_message()));
   }
+  if (response.chunks_size() != request.chunks_size()) {
+    return absl::DataLossError(
+        absl::StrCat("Echo answered ", response.chunks_size(), " chunks, sent ",
+                     request.chunks_size()));
+  }
   int chunk = 0;
-  for (auto& gradient : buffers.gradients) {
-    char* bytes = reinterpret_cast<char*>(gradient.data());
-    const size_t size = gradient.size() * sizeof(float);
-    for (size_t at = 0; at < size; at += kChunkBytes) {
-      const std::string& answer = response.chunks(chunk++);
-      if (answer.size() != std::min(kChunkBytes, size - at)) {
-        return absl::DataLossError("Echo answered a chunk of another size");
-      }
-      std::memcpy(bytes + at, answer.data(), answer.size());
-    }
+  bool same_sizes = true;
+  ForEachChunk(buffers, chunk_bytes, [&](char* bytes, size_t size) {
+    const std::string& answer = response.chunks(chunk++);
+    same_sizes = same_sizes && answer.size() == size;
+    if (answer.size() == size) std::memcpy(bytes, answer.data(), size);
+  });
+  if (!same_sizes) {
+    return absl::DataLossError("Echo answered a chunk of another size");
   }
   return absl::OkStatus();
 }
@@ -198,26 +210,23 @@ void Report(const RunOptions& o, size_t bytes, std::vector<double> push_pull,
   std::printf("echo / push-pull (median): %.2f\n", e.median / p.median);
 }
 
+// Prints `status` as rpc_bench's error; the exit code.
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "rpc_bench run: %s\n",
+               std::string(status.message()).c_str());
+  return 1;
+}
+
 int Run(const RunOptions& o) {
   absl::StatusOr<ModelBuffers> buffers = MakeBuffers(o.model);
+  if (!buffers.ok()) return Fail(buffers.status());
   absl::StatusOr<worker::WorkerOptions> options = worker::ParseWorkerArgs(
       {"--ps=" + o.ps, "--num_workers=1", "--worker_id=0", "--codec=fp32",
        "--model=" + o.model});
-  if (!buffers.ok() || !options.ok()) {
-    std::fprintf(
-        stderr, "rpc_bench run: %s\n",
-        std::string(
-            (buffers.ok() ? options.status() : buffers.status()).message())
-            .c_str());
-    return 1;
-  }
+  if (!options.ok()) return Fail(options.status());
   auto exchange = worker::GradientExchange::Create(*options, buffers->params,
                                                    MakeNullLogger());
-  if (!exchange.ok()) {
-    std::fprintf(stderr, "rpc_bench run: %s\n",
-                 std::string(exchange.status().message()).c_str());
-    return 1;
-  }
+  if (!exchange.ok()) return Fail(exchange.status());
   net::ChannelOptions channel;
   channel.max_message_bytes = static_cast<int>(2 * buffers->bytes + kMiB);
   v1::Echo::Stub stub(net::CreateChannel(o.echo, channel));
@@ -236,7 +245,9 @@ int Run(const RunOptions& o) {
     }
     return absl::OkStatus();
   };
-  auto echo = [&]() { return EchoOnce(stub, *buffers); };
+  auto echo = [&]() {
+    return EchoOnce(stub, options->partition_bytes, *buffers);
+  };
   std::vector<double> push_pull_s, echo_s;
   absl::Status status = Time(o.warmup, push_pull, nullptr);
   if (status.ok()) status = Time(o.warmup, echo, nullptr);
@@ -245,11 +256,7 @@ int Run(const RunOptions& o) {
     status = Time(o.calls, push_pull, &push_pull_s);
     if (status.ok()) status = Time(o.calls, echo, &echo_s);
   }
-  if (!status.ok()) {
-    std::fprintf(stderr, "rpc_bench run: %s\n",
-                 std::string(status.message()).c_str());
-    return 1;
-  }
+  if (!status.ok()) return Fail(status);
   Report(o, buffers->bytes, std::move(push_pull_s), std::move(echo_s));
   std::printf(
       "push-pull split (medians, s): encode %.4f, network %.4f, "
