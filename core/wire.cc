@@ -10,7 +10,7 @@ namespace {
 
 // The highest enum numbers the kernels know (kernels/payload.h).
 constexpr int kMaxCodec = static_cast<int>(kernels::CodecId::kInt8);
-constexpr int kMaxLayout = static_cast<int>(kernels::Layout::kIndex2Bit);
+constexpr int kMaxLayout = static_cast<int>(kernels::kLastLayout);
 
 // Every field but the data, which the two PayloadToWire overloads copy or
 // move.

@@ -112,12 +112,16 @@ TEST_P(KnownNumbersTest, AreAccepted) {
 
 INSTANTIATE_TEST_SUITE_P(ZeroToNine, KnownNumbersTest, ::testing::Range(0, 10));
 
-// Layout 10 (INDEX_2BIT, dropping's 2-bit survivors) is known; codec 10 not.
-TEST(WireTest, TheIndex2BitLayoutIsKnown) {
-  const absl::StatusOr<kernels::Layout> layout =
+// Layouts 10 (INDEX_2BIT, dropping's 2-bit survivors) and 11 (SUM_HUFFMAN)
+// are known; codec 10 is not.
+TEST(WireTest, TheLayoutsAfterTheCodecsAreKnown) {
+  absl::StatusOr<kernels::Layout> layout =
       LayoutFromWire(tern::v1::LAYOUT_INDEX_2BIT);
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(*layout, kernels::Layout::kIndex2Bit);
+  layout = LayoutFromWire(tern::v1::LAYOUT_SUM_HUFFMAN);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(*layout, kernels::Layout::kSumHuffman);
   EXPECT_FALSE(CodecFromWire(10).ok());
 }
 
@@ -146,7 +150,7 @@ TEST_P(UnknownNumbersTest, AreRefusedNamingTheNumber) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OutOfRange, UnknownNumbersTest,
-                         ::testing::Values(-2147483647 - 1, -3, -1, 11, 42, 99,
+                         ::testing::Values(-2147483647 - 1, -3, -1, 12, 42, 99,
                                            2147483647));
 
 TEST(WireTest, PayloadBytesCountDataAndScalersOnly) {

@@ -45,6 +45,7 @@
 #include "kernels/codec.h"
 #include "kernels/codec_registry.h"
 #include "kernels/error_feedback.h"
+#include "kernels/sum_huffman.h"
 #include "kernels/terngrad.h"
 #include "kernels/terngrad_simd.h"
 
@@ -244,22 +245,43 @@ std::vector<int32_t> Sums(size_t n) {
   return sums;
 }
 
+// The pull's bytes in any sum layout.
+std::vector<uint8_t> PackedPull(const std::vector<int32_t>& sums,
+                                Layout layout) {
+  if (layout == Layout::kSumHuffman) {
+    const std::string bytes = PackSumsHuffman(sums, kWorkers);
+    return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  }
+  std::vector<uint8_t> packed(PackedSumBytes(sums.size(), kWorkers, layout));
+  PackSums(sums, kWorkers, layout, absl::MakeSpan(packed));
+  return packed;
+}
+
+// Also reports the pull's bits per sum (of these synthetic sums, whose
+// spread is wider than real gradients': bench/README.md has LeNet's).
 void PackSumsStage(benchmark::State& state, Layout layout) {
   const size_t n = static_cast<size_t>(state.range(0));
   const std::vector<int32_t> sums = Sums(n);
   std::vector<uint8_t> out(PackedSumBytes(n, kWorkers, layout), 0);
   for (auto _ : state) {
-    PackSums(sums, kWorkers, layout, absl::MakeSpan(out));
-    benchmark::DoNotOptimize(out.data());
+    if (layout == Layout::kSumHuffman) {
+      // A fresh string each time, as the server's aggregation makes it.
+      const std::string bytes = PackSumsHuffman(sums, kWorkers);
+      benchmark::DoNotOptimize(bytes.data());
+    } else {
+      PackSums(sums, kWorkers, layout, absl::MakeSpan(out));
+      benchmark::DoNotOptimize(out.data());
+    }
     benchmark::ClobberMemory();
   }
   SetFp32Bytes(state, n);
+  state.counters["bits_per_sum"] =
+      8.0 * static_cast<double>(PackedPull(sums, layout).size()) / n;
 }
 
 void DecodeSumsStage(benchmark::State& state, Layout layout) {
   const size_t n = static_cast<size_t>(state.range(0));
-  std::vector<uint8_t> packed(PackedSumBytes(n, kWorkers, layout));
-  PackSums(Sums(n), kWorkers, layout, absl::MakeSpan(packed));
+  const std::vector<uint8_t> packed = PackedPull(Sums(n), layout);
   std::vector<float> out(n, 0.0f);
   for (auto _ : state) {
     const absl::Status status =
@@ -468,6 +490,11 @@ void RegisterAll() {
            [](benchmark::State& s) { DecodeSumsStage(s, Layout::kSumBits); });
   Register("terngrad/decode_sums_radix",
            [](benchmark::State& s) { DecodeSumsStage(s, Layout::kSumRadix); });
+  Register("terngrad/pack_sums_huffman",
+           [](benchmark::State& s) { PackSumsStage(s, Layout::kSumHuffman); });
+  Register("terngrad/decode_sums_huffman", [](benchmark::State& s) {
+    DecodeSumsStage(s, Layout::kSumHuffman);
+  });
   Register("terngrad/server_step",
            [](benchmark::State& s) { ServerStep(s, CodecId::kTernGrad); });
 

@@ -68,7 +68,9 @@ std::vector<Variant> Variants() {
   const std::pair<Layout, Layout> terngrad_layouts[] = {
       {Layout::kTernaryBase3, Layout::kSumRadix},
       {Layout::kTernary2Bit, Layout::kSumRadix},
-      {Layout::kTernaryBase3, Layout::kSumBits}};
+      {Layout::kTernaryBase3, Layout::kSumBits},
+      {Layout::kTernaryBase3, Layout::kSumHuffman},
+      {Layout::kTernary2Bit, Layout::kSumHuffman}};
   for (const auto& [push, pull] : terngrad_layouts) {
     Variant variant = Default(CodecId::kTernGrad);
     variant.name =
@@ -113,7 +115,7 @@ Traits TraitsOf(CodecId id) {
       return {{Layout::kRaw}, false};
     case CodecId::kTernGrad:
       return {{Layout::kTernary2Bit, Layout::kTernaryBase3, Layout::kSumBits,
-               Layout::kSumRadix},
+               Layout::kSumRadix, Layout::kSumHuffman},
               true};
     case CodecId::kOneBit:
       return {{Layout::kSignBits}, false};

@@ -37,7 +37,11 @@ enum class Layout : uint32_t {
   kIndexValue = 8,
   kQsgdLevels = 9,
   kIndex2Bit = 10,
+  kSumHuffman = 11,
 };
+
+// The largest Layout value this build knows.
+inline constexpr Layout kLastLayout = Layout::kSumHuffman;
 
 // The format version every layout is written with today.
 inline constexpr uint32_t kFormatVersion = 1;
@@ -95,6 +99,8 @@ constexpr const char* LayoutName(Layout layout) {
       return "QSGD_LEVELS";
     case Layout::kIndex2Bit:
       return "INDEX_2BIT";
+    case Layout::kSumHuffman:
+      return "SUM_HUFFMAN";
   }
   return "UNKNOWN";
 }

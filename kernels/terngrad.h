@@ -113,7 +113,8 @@ uint32_t SumBits(uint32_t num_summands);
 uint32_t SumRadixDigitsPerWord(uint32_t num_summands);
 
 // Bytes of `num_elements` packed sums of `num_summands` codes in `layout`
-// (kSumBits or kSumRadix; 0 for any other layout).
+// (kSumBits or kSumRadix; 0 for any other layout, kSumHuffman included,
+// whose size depends on the sums: PackSumsHuffman in sum_huffman.h).
 size_t PackedSumBytes(uint64_t num_elements, uint32_t num_summands,
                       Layout layout);
 
@@ -123,8 +124,9 @@ size_t PackedSumBytes(uint64_t num_elements, uint32_t num_summands,
 void PackSums(absl::Span<const int32_t> sums, uint32_t num_summands,
               Layout layout, absl::Span<uint8_t> out);
 
-// The sums of a packed pull. Validates the length, every field or word, and
-// the padding; on error `sums` is unspecified.
+// The sums of a packed pull in any sum layout (kSumHuffman too). Validates
+// the length, every field, word or code, and the padding; on error `sums`
+// is unspecified.
 absl::Status UnpackSums(absl::Span<const uint8_t> packed, uint64_t num_elements,
                         uint32_t num_summands, Layout layout,
                         absl::Span<int32_t> sums);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "kernels/payload_checks.h"
+#include "kernels/sum_huffman.h"
 #include "kernels/terngrad.h"
 
 namespace tern::kernels {
@@ -19,7 +20,8 @@ bool IsPushLayout(Layout layout) {
 }
 
 bool IsPullLayout(Layout layout) {
-  return layout == Layout::kSumBits || layout == Layout::kSumRadix;
+  return layout == Layout::kSumBits || layout == Layout::kSumRadix ||
+         layout == Layout::kSumHuffman;
 }
 
 class TernGradAggregation final : public Aggregation {
@@ -87,9 +89,13 @@ class TernGradAggregation final : public Aggregation {
     pull.num_summands = num_workers_;
     pull.scalers = {*scaler_};
     if (sums_.empty()) sums_.assign(num_elements_, 0);
-    PackSums(sums_, num_workers_, pull_layout_,
-             ResizeData(&pull, PackedSumBytes(num_elements_, num_workers_,
-                                              pull_layout_)));
+    if (pull_layout_ == Layout::kSumHuffman) {
+      pull.data = PackSumsHuffman(sums_, num_workers_);
+    } else {
+      PackSums(sums_, num_workers_, pull_layout_,
+               ResizeData(&pull, PackedSumBytes(num_elements_, num_workers_,
+                                                pull_layout_)));
+    }
     std::vector<int32_t>().swap(sums_);
     result_ = std::move(pull);
     return *result_;
@@ -128,9 +134,9 @@ absl::StatusOr<std::unique_ptr<TernGradCodec>> TernGradCodec::Create(
         LayoutName(options.push_layout)));
   }
   if (!IsPullLayout(options.pull_layout)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("terngrad pull layout %s, want SUM_BITS or SUM_RADIX",
-                        LayoutName(options.pull_layout)));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "terngrad pull layout %s, want SUM_BITS, SUM_RADIX or SUM_HUFFMAN",
+        LayoutName(options.pull_layout)));
   }
   return std::unique_ptr<TernGradCodec>(new TernGradCodec(options));
 }

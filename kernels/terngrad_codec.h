@@ -22,7 +22,8 @@ struct TernGradOptions {
   ClipRule clip_rule = ClipRule::kWorker;
   // kTernary2Bit or kTernaryBase3.
   Layout push_layout = Layout::kTernary2Bit;
-  // kSumBits or kSumRadix.
+  // kSumBits, kSumRadix or kSumHuffman. (A run's defaults are the worker's
+  // flags, worker/worker_options.h: base 3 and Huffman.)
   Layout pull_layout = Layout::kSumBits;
 };
 

@@ -1,6 +1,7 @@
 // CPU implementation of the sums' layouts in terngrad.h: what a server
 // sends back after adding the N workers' ternary codes (DESIGN section 3,
-// step 5), packed as LAYOUT_SUM_BITS or LAYOUT_SUM_RADIX.
+// step 5), packed as LAYOUT_SUM_BITS or LAYOUT_SUM_RADIX; LAYOUT_SUM_HUFFMAN
+// (sum_huffman.cc) is read through the same entry points.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/kernel_util.h"
+#include "kernels/sum_huffman.h"
 #include "kernels/terngrad.h"
 #include "kernels/terngrad_simd.h"
 
@@ -278,7 +280,8 @@ uint32_t PackRadix(const Radix& r, const int32_t* sums, uint64_t n,
 absl::Status CheckSumShape(absl::Span<const uint8_t> packed,
                            uint64_t num_elements, uint32_t num_summands,
                            Layout layout, size_t out_size) {
-  if (layout != Layout::kSumBits && layout != Layout::kSumRadix) {
+  if (layout != Layout::kSumBits && layout != Layout::kSumRadix &&
+      layout != Layout::kSumHuffman) {
     return absl::InvalidArgumentError(
         absl::StrFormat("layout %s is not a sum layout", LayoutName(layout)));
   }
@@ -291,6 +294,8 @@ absl::Status CheckSumShape(absl::Span<const uint8_t> packed,
     return absl::InvalidArgumentError(absl::StrFormat(
         "sum payload has %d elements, want %d", num_elements, out_size));
   }
+  // SUM_HUFFMAN's size depends on the sums; its decoder checks it.
+  if (layout == Layout::kSumHuffman) return absl::OkStatus();
   const size_t want = PackedSumBytes(num_elements, num_summands, layout);
   if (packed.size() != want) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -418,6 +423,12 @@ void PackSums(absl::Span<const int32_t> sums, uint32_t num_summands,
 absl::Status UnpackSums(absl::Span<const uint8_t> packed, uint64_t num_elements,
                         uint32_t num_summands, Layout layout,
                         absl::Span<int32_t> sums) {
+  if (layout == Layout::kSumHuffman) {
+    absl::Status status =
+        CheckSumShape(packed, num_elements, num_summands, layout, sums.size());
+    if (!status.ok()) return status;
+    return UnpackSumsHuffman(packed, num_summands, sums);
+  }
   int32_t* out = sums.data();
   return ForEachSum(packed, num_elements, num_summands, layout, sums.size(),
                     [out](uint64_t i, int32_t sum) { out[i] = sum; });
@@ -432,6 +443,12 @@ absl::Status DecodeSums(absl::Span<const uint8_t> packed, uint64_t num_elements,
                          out.size());
   }
   const float factor = DecodeFactor(scaler, num_summands);
+  if (layout == Layout::kSumHuffman) {
+    absl::Status status =
+        CheckSumShape(packed, num_elements, num_summands, layout, out.size());
+    if (!status.ok()) return status;
+    return DecodeSumsHuffman(packed, num_summands, factor, out);
+  }
   float* values = out.data();
   return ForEachSum(
       packed, num_elements, num_summands, layout, out.size(),

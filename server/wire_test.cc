@@ -41,9 +41,9 @@ TEST(WireTest, UnknownEnumNumbersAreRefusedNamingTheChunk) {
             "step 9: chunk 4 of worker 2: unknown codec 42");
 
   chunk->mutable_payload()->set_codec(tern::v1::CODEC_FP32);
-  chunk->mutable_payload()->set_layout(static_cast<tern::v1::Layout>(11));
+  chunk->mutable_payload()->set_layout(static_cast<tern::v1::Layout>(12));
   request = PushFromWire(push);
-  EXPECT_THAT(request.status().message(), HasSubstr("unknown layout 11"));
+  EXPECT_THAT(request.status().message(), HasSubstr("unknown layout 12"));
 
   // The compressors' layouts (SIGN_BITS .. INDEX_2BIT) are known.
   for (const tern::v1::Layout layout :

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/codec_registry.h"
+#include "kernels/terngrad_codec.h"
 
 namespace tern::worker {
 namespace {
@@ -26,6 +27,13 @@ absl::Status OutOfRange(absl::string_view flag, double value,
 
 // In the open interval (0, 1), finite.
 bool IsFraction(float value) { return value > 0 && value < 1; }
+
+// --sum_packing's layout (the flag is checked before).
+kernels::Layout PullLayoutOf(absl::string_view sum_packing) {
+  if (sum_packing == "radix") return kernels::Layout::kSumRadix;
+  if (sum_packing == "huffman") return kernels::Layout::kSumHuffman;
+  return kernels::Layout::kSumBits;
+}
 
 }  // namespace
 
@@ -99,9 +107,10 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
     return absl::InvalidArgumentError(
         absl::StrCat("--packing: '", o.packing, "' is not 2bit or base3"));
   }
-  if (o.sum_packing != "bits" && o.sum_packing != "radix") {
+  if (o.sum_packing != "bits" && o.sum_packing != "radix" &&
+      o.sum_packing != "huffman") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sum_packing: '", o.sum_packing, "' is not bits or radix"));
+        "--sum_packing: '", o.sum_packing, "' is not bits, radix or huffman"));
   }
 
   kernels::CodecOptions options;
@@ -112,14 +121,12 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
   switch (o.codec) {
     case kernels::CodecId::kTernGrad:
       // TernGrad pushes ternaries (2 bits, or base 3 at 1.6 bits) and pulls
-      // sums of N ternaries (ceil(log2(2N+1)) bits, or radix 2N+1 in 64-bit
-      // words): DESIGN section 5.
+      // sums of N ternaries (ceil(log2(2N+1)) bits, radix 2N+1 in 64-bit
+      // words, or Huffman-coded): DESIGN section 5.
       options.push_layout = o.packing == "base3"
                                 ? kernels::Layout::kTernaryBase3
                                 : kernels::Layout::kTernary2Bit;
-      options.pull_layout = o.sum_packing == "radix"
-                                ? kernels::Layout::kSumRadix
-                                : kernels::Layout::kSumBits;
+      options.pull_layout = PullLayoutOf(o.sum_packing);
       break;
     case kernels::CodecId::kFp32:
     case kernels::CodecId::kFp16:
@@ -146,11 +153,12 @@ RunLayouts LayoutsOf(const kernels::CodecOptions& options) {
   Layout layout = Layout::kUnspecified;
   switch (options.id) {
     case kernels::CodecId::kTernGrad:
-      return RunLayouts{
-          options.push_layout != Layout::kUnspecified ? options.push_layout
-                                                      : Layout::kTernary2Bit,
-          options.pull_layout != Layout::kUnspecified ? options.pull_layout
-                                                      : Layout::kSumBits};
+      return RunLayouts{options.push_layout != Layout::kUnspecified
+                            ? options.push_layout
+                            : kernels::TernGradOptions().push_layout,
+                        options.pull_layout != Layout::kUnspecified
+                            ? options.pull_layout
+                            : kernels::TernGradOptions().pull_layout};
     case kernels::CodecId::kFp32:
     case kernels::CodecId::kFp16:
     case kernels::CodecId::kInt8:

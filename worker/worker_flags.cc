@@ -213,9 +213,10 @@ void AddCommunicationFlags(CLI::App* app, WorkerOptions* o) {
       ->check(CLI::IsMember({"2bit", "base3"}))
       ->group("Communication");
   Flag(app, "sum_packing", &o->sum_packing,
-       "terngrad pull layout: bits (ceil(log2(2N+1)) bits a sum) or radix "
-       "(radix-(2N+1) digits in 64-bit words)")
-      ->check(CLI::IsMember({"bits", "radix"}))
+       "terngrad pull layout: bits (ceil(log2(2N+1)) bits a sum), radix "
+       "(radix-(2N+1) digits in 64-bit words) or huffman (entropy-coded "
+       "per chunk: fewest bytes, most CPU)")
+      ->check(CLI::IsMember({"bits", "radix", "huffman"}))
       ->group("Communication");
   Flag(app, "clip", &o->clip,
        "TernGrad clipping at clip*sigma of each chunk; 0 disables clipping")

@@ -213,7 +213,7 @@ TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
       {"--optimizer=rmsprop", "--optimizer"},
       {"--lr_schedule=cosine", "--lr_schedule"},
       {"--packing=3bit", "--packing"},
-      {"--sum_packing=huffman", "--sum_packing"},
+      {"--sum_packing=zip", "--sum_packing"},
       {"--log_level=loud", "--log_level"},
       {"--batch_size=0", "--batch_size"},
       {"--batch_size=-1", "--batch_size"},
