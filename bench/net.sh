@@ -114,8 +114,10 @@ addr_of_host() { echo "10.77.$1.2"; }
 # The flags of each codec row beyond --codec.
 flags_of() {
   case "$1" in
+    # terngrad alone runs the defaults: base-3 pushes, Huffman-coded sums.
+    terngrad-2bit) echo "--codec terngrad --packing 2bit --sum_packing bits" ;;
     terngrad-base3) echo "--codec terngrad --packing base3 --sum_packing radix" ;;
-    terngrad-radix) echo "--codec terngrad --sum_packing radix" ;;
+    terngrad-radix) echo "--codec terngrad --packing 2bit --sum_packing radix" ;;
     *) echo "--codec $1" ;;
   esac
 }

@@ -41,7 +41,7 @@ TEST(ParseGradientCodecTest, TakesEveryGradientCodecAndNothingElse) {
   EXPECT_THAT(GradientCodecNames(), ::testing::Not(HasSubstr("int8")));
 }
 
-TEST(MakeRunCodecOptionsTest, DefaultsAreTheKernelsDefaults) {
+TEST(MakeRunCodecOptionsTest, DefaultsAreTheKernelsDefaultsButTernGradLayouts) {
   const WorkerOptions flags;
   const absl::StatusOr<kernels::CodecOptions> options =
       MakeRunCodecOptions(flags);
@@ -49,8 +49,10 @@ TEST(MakeRunCodecOptionsTest, DefaultsAreTheKernelsDefaults) {
   const kernels::CodecOptions defaults;
   EXPECT_EQ(options->id, CodecId::kTernGrad);
   EXPECT_EQ(options->clip, 2.5f);
-  EXPECT_EQ(options->push_layout, Layout::kTernary2Bit);
-  EXPECT_EQ(options->pull_layout, Layout::kSumBits);
+  // A run's TernGrad layouts default to the fewest bytes, not to the
+  // kernels' defaults (which the WeightGrad servers rely on).
+  EXPECT_EQ(options->push_layout, Layout::kTernaryBase3);
+  EXPECT_EQ(options->pull_layout, Layout::kSumHuffman);
   EXPECT_EQ(options->sample_size, defaults.sample_size);
   EXPECT_EQ(options->sampled_means, defaults.sampled_means);
   EXPECT_EQ(options->tau, defaults.tau);
@@ -104,6 +106,8 @@ TEST(MakeRunCodecOptionsTest, CarriesEveryFlag) {
   ASSERT_TRUE(MakeRunCodecOptions(flags).ok());
   EXPECT_EQ(MakeRunCodecOptions(flags)->push_layout, Layout::kTernaryBase3);
   EXPECT_EQ(MakeRunCodecOptions(flags)->pull_layout, Layout::kSumRadix);
+  flags.sum_packing = "huffman";
+  EXPECT_EQ(MakeRunCodecOptions(flags)->pull_layout, Layout::kSumHuffman);
   flags.codec = CodecId::kFp16;
   EXPECT_EQ(MakeRunCodecOptions(flags)->push_layout, Layout::kRaw);
   EXPECT_EQ(MakeRunCodecOptions(flags)->pull_layout, Layout::kRaw);
@@ -177,7 +181,7 @@ TEST(LayoutsOfTest, NamesTheLayoutEachCodecWrites) {
     Layout push;
     Layout pull;
   } cases[] = {
-      {"terngrad", "values", Layout::kTernary2Bit, Layout::kSumBits},
+      {"terngrad", "values", Layout::kTernaryBase3, Layout::kSumHuffman},
       {"fp32", "values", Layout::kRaw, Layout::kRaw},
       {"fp16", "values", Layout::kRaw, Layout::kRaw},
       {"onebit", "values", Layout::kSignBits, Layout::kSignBits},

@@ -89,8 +89,10 @@ struct WorkerOptions {
   // terngrad | fp32 | fp16 | onebit | threshold | adaptive | dropping | qsgd:
   // a gradient codec (worker/codec_config.h), parsed once by the flags.
   kernels::CodecId codec = kernels::CodecId::kTernGrad;
-  std::string packing = "2bit";          // terngrad push: 2bit | base3
-  std::string sum_packing = "bits";      // terngrad pull: bits | radix
+  // TernGrad's layouts, by default the fewest bytes (bench/README.md, "The
+  // pull in fewer bits").
+  std::string packing = "base3";         // push: 2bit | base3
+  std::string sum_packing = "huffman";   // pull: bits | radix | huffman
   double clip = 2.5;                     // c of c*sigma; 0 = no clipping
   std::string clip_rule =                // terngrad: worker | shared
       kernels::ClipRuleName(kDefaultCodecOptions.clip_rule);
