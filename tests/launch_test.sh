@@ -7,7 +7,8 @@
 #   - every worker ends with the same param_checksum (parameter localization);
 #   - push and pull bytes per step match the sizes computed here from the
 #     model's tensor sizes and the partition rule (2-bit codes + a scaler per
-#     chunk; sums of 3 codes in ceil(log2 7) = 3 bits + a scaler);
+#     chunk; sums of 3 codes in ceil(log2 7) = 3 bits + a scaler: the run
+#     names these fixed-size layouts, the defaults' sizes depend on the data);
 # with --tls, every link mutual TLS with the run's own certificates (a
 # plaintext client is refused by its shard);
 # and how it fails: a bad flag gives exit 1 and names the flag; Ctrl-C,
@@ -34,6 +35,7 @@ OUT="$TMP/run"
 rc=0
 "$TERN" launch --shards 2 --workers 3 --dataset synthetic --model lenet \
   --steps 40 --eval_every 20 --batch_size 32 --lr 0.01 --out_dir "$OUT" \
+  --packing 2bit --sum_packing bits \
   --progress_every_s 5 >"$TMP/summary.txt" 2>"$TMP/launch.err" || rc=$?
 if [[ $rc -ne 0 ]]; then
   show "$TMP/launch.err" 120

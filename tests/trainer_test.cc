@@ -410,14 +410,15 @@ TEST(TrainerTest, TwoTernGradWorkersStayIdenticalAndLearn) {
   EXPECT_GT(results[0].evaluation->accuracy, 0.6);
   EXPECT_EQ(results[0].evaluation->accuracy, results[1].evaluation->accuracy);
 
-  // The record contract: TernGrad pushes about 2 bits an element, a sum of
-  // two workers 3 bits (ceil(log2(5))); evaluations where asked.
+  // The record contract: TernGrad pushes about 1.6 bits an element (the
+  // default base 3), a sum of two workers Huffman-coded in fewer bits than
+  // radix 5's 2.4; evaluations where asked.
   const std::string& step0 = results[0].lines[0];
   const double fp32_bytes = Field(step0, "fp32_bytes");
   EXPECT_GT(fp32_bytes, 4e6);  // LeNet has more than a million parameters
-  EXPECT_LT(Field(step0, "push_bytes"), fp32_bytes / 15);
-  EXPECT_GT(Field(step0, "push_bytes"), fp32_bytes / 17);
-  EXPECT_LT(Field(step0, "pull_bytes"), fp32_bytes / 10);
+  EXPECT_LT(Field(step0, "push_bytes"), fp32_bytes / 19);
+  EXPECT_GT(Field(step0, "push_bytes"), fp32_bytes / 21);
+  EXPECT_LT(Field(step0, "pull_bytes"), fp32_bytes / 13.5);
   EXPECT_GT(Field(step0, "push_msg_bytes"), Field(step0, "push_bytes"));
   EXPECT_GT(Field(step0, "pull_msg_bytes"), Field(step0, "pull_bytes"));
   EXPECT_EQ(Field(step0, "worker"), 0);
