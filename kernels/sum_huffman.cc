@@ -126,30 +126,28 @@ std::array<uint16_t, kMaxSymbols> CanonicalCodes(const Lengths& lengths,
 // ---------------------------------------------------------------------------
 // Writing
 
+// Writes whole 8-byte words at its position, so its buffer needs
+// kWriterSlack bytes beyond the last one written.
+constexpr size_t kWriterSlack = 8;
+
 class BitWriter {
  public:
   explicit BitWriter(uint8_t* out) : out_(out) {}
 
-  // Appends the low `length` (<= 32) bits of `bits`.
+  // Appends the low `length` (<= 32) bits of `bits`, which has no others.
+  // Branch-free: the pending bits (fewer than 8, the rest zero) are stored
+  // every time and the position moves by the whole bytes among them.
   void Put(uint64_t bits, uint32_t length) {
     pending_ |= bits << pending_bits_;
     pending_bits_ += length;
-    if (pending_bits_ >= 32) {
-      for (int b = 0; b < 4; ++b)
-        *out_++ = static_cast<uint8_t>(pending_ >> (8 * b));
-      pending_ >>= 32;
-      pending_bits_ -= 32;
-    }
+    StoreLE64(pending_, out_);
+    out_ += pending_bits_ >> 3;
+    pending_ >>= pending_bits_ & ~7u;
+    pending_bits_ &= 7;
   }
 
-  // Writes the last partial bytes (zero-padded); returns the end.
-  uint8_t* Finish() {
-    for (; pending_bits_ > 0; pending_bits_ -= std::min(pending_bits_, 8u)) {
-      *out_++ = static_cast<uint8_t>(pending_);
-      pending_ >>= 8;
-    }
-    return out_;
-  }
+  // The end of the written bytes (the last one zero-padded).
+  uint8_t* Finish() const { return out_ + (pending_bits_ != 0 ? 1 : 0); }
 
  private:
   uint8_t* out_;
@@ -392,11 +390,17 @@ std::string PackSumsHuffman(absl::Span<const int32_t> sums,
   TERN_KERNEL_CHECK(num_summands >= 1 && num_summands <= kMaxSummands);
   const Alphabet alphabet(num_summands);
   const int32_t n = static_cast<int32_t>(num_summands);
-  Counts counts{};
-  for (const int32_t sum : sums) {
+  // Four histograms, so that runs of one symbol do not wait on each
+  // other's increments.
+  std::array<Counts, 4> partial{};
+  for (size_t i = 0; i < sums.size(); ++i) {
     // Every sum in [-N, N]: the server only adds validated codes.
-    TERN_KERNEL_CHECK(sum >= -n && sum <= n);
-    ++counts[alphabet.SymbolOf(sum)];
+    TERN_KERNEL_CHECK(sums[i] >= -n && sums[i] <= n);
+    ++partial[i % 4][alphabet.SymbolOf(sums[i])];
+  }
+  Counts counts{};
+  for (uint32_t s = 0; s < alphabet.size; ++s) {
+    counts[s] = partial[0][s] + partial[1][s] + partial[2][s] + partial[3][s];
   }
   const Lengths lengths = BuildLengths(counts, alphabet);
   const auto codes = CanonicalCodes(lengths, alphabet.size);
@@ -412,20 +416,27 @@ std::string PackSumsHuffman(absl::Span<const int32_t> sums,
   if (alphabet.escape != kNoEscape) {
     stream_bits += counts[alphabet.escape] * alphabet.raw_bits;
   }
-  std::string out(alphabet.HeaderBytes() + (stream_bits + 7) / 8, '\0');
+  const size_t size = alphabet.HeaderBytes() + (stream_bits + 7) / 8;
+  std::string out(size + kWriterSlack, '\0');
   uint8_t* bytes = reinterpret_cast<uint8_t*>(out.data());
   for (uint32_t s = 0; s < alphabet.size; ++s) {
     bytes[s / 2] |= static_cast<uint8_t>(lengths[s] << (4 * (s % 2)));
   }
+  // code | bits written << 16, one load per element.
+  std::array<uint32_t, kMaxSymbols> entries{};
+  for (uint32_t s = 0; s < alphabet.size; ++s) {
+    entries[s] = codes[s] | uint32_t{written[s]} << 16;
+  }
   BitWriter writer(bytes + alphabet.HeaderBytes());
   for (const int32_t sum : sums) {
     const uint32_t symbol = alphabet.SymbolOf(sum);
-    writer.Put(codes[symbol], written[symbol]);
+    writer.Put(entries[symbol] & 0xFFFF, entries[symbol] >> 16);
     if (symbol == alphabet.escape) {
       writer.Put(static_cast<uint32_t>(sum + n), alphabet.raw_bits);
     }
   }
-  TERN_KERNEL_CHECK(writer.Finish() == bytes + out.size());
+  TERN_KERNEL_CHECK(writer.Finish() == bytes + size);
+  out.resize(size);
   return out;
 }
 
