@@ -86,7 +86,7 @@ for r in $rates; do
     die "--rates: '$r' is not 0 (unshaped) or an integer mbit/s up to 10000"
 done
 for c in $codecs; do
-  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)$ ]] ||
+  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)$ ]] ||
     die "--codecs: unknown '$c'"
 done
 
