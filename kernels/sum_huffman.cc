@@ -266,8 +266,6 @@ absl::Status EndsEarly(uint64_t element) {
       absl::StrFormat("SUM_HUFFMAN payload ends inside element %d", element));
 }
 
-// Decodes n sums into out[i] = value_of(sum): values[symbol] for direct
-// symbols, value_of(sum) for escaped ones.
 // A second table for long chunks: entry = up to kMultiSymbols symbols
 // whose codes all lie in the stream's next kHuffmanMaxCodeBits bits (byte j
 // the j-th symbol), their count in byte 4 and their bits in byte 5. Near 0
@@ -298,100 +296,145 @@ std::vector<uint64_t> MultiTable(const std::vector<uint16_t>& table,
   return multi;
 }
 
-// Decodes n sums into out[i] = value_of(sum): values[symbol] for direct
-// symbols, value_of(sum) for escaped ones.
+// Decodes one chunk's stream (after the header) into out[i] = value of the
+// sum: values[symbol] for direct symbols, value_of(sum) for escaped ones.
 template <typename T, typename ValueOf>
-absl::Status DecodeChunk(absl::Span<const uint8_t> packed,
-                         uint32_t num_summands, absl::Span<T> out,
-                         ValueOf&& value_of) {
-  if (num_summands == 0 || num_summands > kMaxSummands) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("sum payload has %d summands, want 1 to %d",
-                        num_summands, kMaxSummands));
-  }
-  const Alphabet alphabet(num_summands);
-  const uint64_t n = out.size();
-  const absl::StatusOr<Lengths> lengths = ReadLengths(packed, alphabet, n);
-  if (!lengths.ok()) return lengths.status();
-  const std::vector<uint16_t> table = DecodeTable(*lengths, alphabet.size);
-  std::array<T, kMaxSymbols> values{};
-  for (uint32_t s = 0; s < 2 * alphabet.direct + 1; ++s) {
-    values[s] = value_of(static_cast<int32_t>(s) -
-                         static_cast<int32_t>(alphabet.direct));
-  }
-  BitReader reader(packed.subspan(alphabet.HeaderBytes()));
-  const uint64_t raw_mask = (uint64_t{1} << alphabet.raw_bits) - 1;
-  // One element through the single-symbol table: the path for escapes, the
-  // stream's end and short chunks.
-  auto decode_one = [&](uint64_t i) -> absl::Status {
-    if (reader.count() < kHuffmanMaxCodeBits) reader.Refill();
-    const uint32_t entry = table[reader.Peek() & (kTableSize - 1)];
-    const uint32_t length = entry >> 8;
-    const uint32_t symbol = entry & 0xFF;
-    if (length > reader.count()) return EndsEarly(i);
-    reader.Skip(length);
-    if (symbol != alphabet.escape) {
-      out[i] = values[symbol];
-      return absl::OkStatus();
+class ChunkDecoder {
+ public:
+  ChunkDecoder(const Alphabet& alphabet, const Lengths& lengths,
+               absl::Span<const uint8_t> stream, absl::Span<T> out,
+               ValueOf value_of)
+      : alphabet_(alphabet),
+        table_(DecodeTable(lengths, alphabet.size)),
+        reader_(stream),
+        out_(out),
+        value_of_(value_of) {
+    for (uint32_t s = 0; s < 2 * alphabet.direct + 1; ++s) {
+      values_[s] = value_of(static_cast<int32_t>(s) -
+                            static_cast<int32_t>(alphabet.direct));
     }
-    if (reader.count() < alphabet.raw_bits) reader.Refill();
-    if (alphabet.raw_bits > reader.count()) return EndsEarly(i);
-    const uint64_t field = reader.Peek() & raw_mask;
-    reader.Skip(alphabet.raw_bits);
-    const int64_t sum = static_cast<int64_t>(field) - num_summands;
-    if (field > 2 * uint64_t{num_summands} ||
-        std::abs(sum) <= static_cast<int64_t>(alphabet.direct)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "SUM_HUFFMAN payload: element %d escapes the sum %d, outside "
-          "(%d, %d]",
-          i, sum, alphabet.direct, num_summands));
+  }
+
+  absl::Status Run() {
+    uint64_t i = 0;
+    if (out_.size() >= kMultiTableMinElements) {
+      absl::Status status = DecodeMany(&i);
+      if (!status.ok()) return status;
     }
-    out[i] = value_of(static_cast<int32_t>(sum));
+    for (; i < out_.size(); ++i) {
+      absl::Status status = DecodeOne(i);
+      if (!status.ok()) return status;
+    }
+    if (reader_.bytes_left() != 0 || reader_.count() >= 8 ||
+        reader_.LeftoverBits() != 0) {
+      return absl::InvalidArgumentError(
+          "SUM_HUFFMAN payload: bytes or nonzero padding after the last "
+          "element");
+    }
     return absl::OkStatus();
-  };
-  uint64_t i = 0;
-  if (n >= kMultiTableMinElements) {
-    const std::vector<uint64_t> multi = MultiTable(table, alphabet.escape);
+  }
+
+ private:
+  // Up to four sums a lookup while four elements remain (*i moves on);
+  // escapes and the stream's end go through DecodeOne.
+  absl::Status DecodeMany(uint64_t* next) {
+    const std::vector<uint64_t> multi = MultiTable(table_, alphabet_.escape);
+    // The hot loop works on locals: stores to out_ (int32 for
+    // UnpackSums) could otherwise alias the reader's counters.
+    BitReader reader = reader_;
+    T* out = out_.data();
+    const uint64_t n = out_.size();
+    uint64_t i = *next;
     while (i + kMultiSymbols <= n) {
       if (reader.count() < kHuffmanMaxCodeBits) reader.Refill();
       const uint64_t entry = multi[reader.Peek() & (kTableSize - 1)];
       const uint32_t count = (entry >> 32) & 0xFF;
       const uint32_t bits = (entry >> 40) & 0xFF;
       if (count == 0 || bits > reader.count()) {
-        absl::Status status = decode_one(i++);
+        reader_ = reader;
+        absl::Status status = DecodeOne(i++);
         if (!status.ok()) return status;
+        reader = reader_;
         continue;
       }
       // All four written; those past `count` are overwritten next.
       for (uint32_t j = 0; j < kMultiSymbols; ++j) {
-        out[i + j] = values[(entry >> (8 * j)) & 0xFF];
+        out[i + j] = values_[(entry >> (8 * j)) & 0xFF];
       }
       reader.Skip(bits);
       i += count;
     }
+    reader_ = reader;
+    *next = i;
+    return absl::OkStatus();
   }
-  for (; i < n; ++i) {
-    absl::Status status = decode_one(i);
-    if (!status.ok()) return status;
+
+  // Element i through the one-sum table.
+  absl::Status DecodeOne(uint64_t i) {
+    if (reader_.count() < kHuffmanMaxCodeBits) reader_.Refill();
+    const uint32_t entry = table_[reader_.Peek() & (kTableSize - 1)];
+    const uint32_t length = entry >> 8;
+    const uint32_t symbol = entry & 0xFF;
+    if (length > reader_.count()) return EndsEarly(i);
+    reader_.Skip(length);
+    if (symbol != alphabet_.escape) {
+      out_[i] = values_[symbol];
+      return absl::OkStatus();
+    }
+    return DecodeEscaped(i);
   }
-  if (reader.bytes_left() != 0 || reader.count() >= 8 ||
-      reader.LeftoverBits() != 0) {
+
+  // The raw (sum + N) after an escape: only sums beyond +-E may be escaped.
+  absl::Status DecodeEscaped(uint64_t i) {
+    const uint32_t raw_bits = alphabet_.raw_bits;
+    if (reader_.count() < raw_bits) reader_.Refill();
+    if (raw_bits > reader_.count()) return EndsEarly(i);
+    const uint64_t field = reader_.Peek() & ((uint64_t{1} << raw_bits) - 1);
+    reader_.Skip(raw_bits);
+    const uint32_t n = alphabet_.num_summands;
+    const int64_t sum = static_cast<int64_t>(field) - n;
+    if (field > 2 * uint64_t{n} ||
+        std::abs(sum) <= static_cast<int64_t>(alphabet_.direct)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "SUM_HUFFMAN payload: element %d escapes the sum %d, outside "
+          "(%d, %d]",
+          i, sum, alphabet_.direct, n));
+    }
+    out_[i] = value_of_(static_cast<int32_t>(sum));
+    return absl::OkStatus();
+  }
+
+  const Alphabet& alphabet_;
+  const std::vector<uint16_t> table_;
+  BitReader reader_;
+  absl::Span<T> out_;
+  ValueOf value_of_;
+  std::array<T, kMaxSymbols> values_{};
+};
+
+template <typename T, typename ValueOf>
+absl::Status DecodeChunk(absl::Span<const uint8_t> packed,
+                         uint32_t num_summands, absl::Span<T> out,
+                         ValueOf value_of) {
+  if (num_summands == 0 || num_summands > kMaxSummands) {
     return absl::InvalidArgumentError(
-        "SUM_HUFFMAN payload: bytes or nonzero padding after the last "
-        "element");
+        absl::StrFormat("sum payload has %d summands, want 1 to %d",
+                        num_summands, kMaxSummands));
   }
-  return absl::OkStatus();
+  const Alphabet alphabet(num_summands);
+  const absl::StatusOr<Lengths> lengths =
+      ReadLengths(packed, alphabet, out.size());
+  if (!lengths.ok()) return lengths.status();
+  ChunkDecoder<T, ValueOf> decoder(alphabet, *lengths,
+                                   packed.subspan(alphabet.HeaderBytes()), out,
+                                   value_of);
+  return decoder.Run();
 }
 
-}  // namespace
-
-std::string PackSumsHuffman(absl::Span<const int32_t> sums,
-                            uint32_t num_summands) {
-  TERN_KERNEL_CHECK(num_summands >= 1 && num_summands <= kMaxSummands);
-  const Alphabet alphabet(num_summands);
-  const int32_t n = static_cast<int32_t>(num_summands);
-  // Four histograms, so that runs of one symbol do not wait on each
-  // other's increments.
+// The symbols' counts. Four histograms, so that runs of one symbol do not
+// wait on each other's increments.
+Counts CountSymbols(absl::Span<const int32_t> sums, const Alphabet& alphabet) {
+  const int32_t n = static_cast<int32_t>(alphabet.num_summands);
   std::array<Counts, 4> partial{};
   for (size_t i = 0; i < sums.size(); ++i) {
     // Every sum in [-N, N]: the server only adds validated codes.
@@ -402,37 +445,58 @@ std::string PackSumsHuffman(absl::Span<const int32_t> sums,
   for (uint32_t s = 0; s < alphabet.size; ++s) {
     counts[s] = partial[0][s] + partial[1][s] + partial[2][s] + partial[3][s];
   }
-  const Lengths lengths = BuildLengths(counts, alphabet);
-  const auto codes = CanonicalCodes(lengths, alphabet.size);
+  return counts;
+}
+
+// Per symbol, code | (bits written << 16), one load per element: a chunk
+// of one symbol writes zero bits for it.
+std::array<uint32_t, kMaxSymbols> CodeEntries(const Lengths& lengths,
+                                              uint32_t size) {
+  const auto codes = CanonicalCodes(lengths, size);
   const bool single = std::count_if(lengths.begin(), lengths.end(),
                                     [](uint8_t l) { return l != 0; }) == 1;
-  // Bits per symbol as written: a single symbol's code is zero bits.
-  Lengths written = lengths;
-  if (single) written.fill(0);
-  uint64_t stream_bits = 0;
+  std::array<uint32_t, kMaxSymbols> entries{};
+  for (uint32_t s = 0; s < size; ++s) {
+    entries[s] = codes[s] | uint32_t{single ? 0u : lengths[s]} << 16;
+  }
+  return entries;
+}
+
+uint64_t StreamBits(const Counts& counts,
+                    const std::array<uint32_t, kMaxSymbols>& entries,
+                    const Alphabet& alphabet) {
+  uint64_t bits = 0;
   for (uint32_t s = 0; s < alphabet.size; ++s) {
-    stream_bits += counts[s] * written[s];
+    bits += counts[s] * (entries[s] >> 16);
   }
   if (alphabet.escape != kNoEscape) {
-    stream_bits += counts[alphabet.escape] * alphabet.raw_bits;
+    bits += counts[alphabet.escape] * alphabet.raw_bits;
   }
-  const size_t size = alphabet.HeaderBytes() + (stream_bits + 7) / 8;
+  return bits;
+}
+
+}  // namespace
+
+std::string PackSumsHuffman(absl::Span<const int32_t> sums,
+                            uint32_t num_summands) {
+  TERN_KERNEL_CHECK(num_summands >= 1 && num_summands <= kMaxSummands);
+  const Alphabet alphabet(num_summands);
+  const Counts counts = CountSymbols(sums, alphabet);
+  const Lengths lengths = BuildLengths(counts, alphabet);
+  const auto entries = CodeEntries(lengths, alphabet.size);
+  const size_t size =
+      alphabet.HeaderBytes() + (StreamBits(counts, entries, alphabet) + 7) / 8;
   std::string out(size + kWriterSlack, '\0');
   uint8_t* bytes = reinterpret_cast<uint8_t*>(out.data());
   for (uint32_t s = 0; s < alphabet.size; ++s) {
     bytes[s / 2] |= static_cast<uint8_t>(lengths[s] << (4 * (s % 2)));
-  }
-  // code | bits written << 16, one load per element.
-  std::array<uint32_t, kMaxSymbols> entries{};
-  for (uint32_t s = 0; s < alphabet.size; ++s) {
-    entries[s] = codes[s] | uint32_t{written[s]} << 16;
   }
   BitWriter writer(bytes + alphabet.HeaderBytes());
   for (const int32_t sum : sums) {
     const uint32_t symbol = alphabet.SymbolOf(sum);
     writer.Put(entries[symbol] & 0xFFFF, entries[symbol] >> 16);
     if (symbol == alphabet.escape) {
-      writer.Put(static_cast<uint32_t>(sum + n), alphabet.raw_bits);
+      writer.Put(static_cast<uint32_t>(sum) + num_summands, alphabet.raw_bits);
     }
   }
   TERN_KERNEL_CHECK(writer.Finish() == bytes + size);
