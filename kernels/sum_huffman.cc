@@ -46,6 +46,14 @@ struct Alphabet {
 using Lengths = std::array<uint8_t, kMaxSymbols>;
 using Counts = std::array<uint64_t, kMaxSymbols>;
 
+// The bits a symbol's code takes in the stream: its length, except in a
+// chunk of one symbol, whose code (length 1 in the header) takes none.
+Lengths WrittenLengths(const Lengths& lengths) {
+  const auto used = std::count_if(lengths.begin(), lengths.end(),
+                                  [](uint8_t length) { return length != 0; });
+  return used == 1 ? Lengths{} : lengths;
+}
+
 // Huffman code lengths of the symbols with nonzero `weights` (two or more).
 // Ties break on the node index, so the result is deterministic.
 std::vector<uint32_t> HuffmanDepths(const std::vector<uint64_t>& weights) {
@@ -207,12 +215,10 @@ absl::StatusOr<Lengths> ReadLengths(absl::Span<const uint8_t> packed,
 std::vector<uint16_t> DecodeTable(const Lengths& lengths, uint32_t size) {
   std::vector<uint16_t> table(kTableSize, 0);
   const auto codes = CanonicalCodes(lengths, size);
-  const uint32_t used = static_cast<uint32_t>(
-      std::count_if(lengths.begin(), lengths.begin() + size,
-                    [](uint8_t l) { return l != 0; }));
+  const Lengths written = WrittenLengths(lengths);
   for (uint32_t s = 0; s < size; ++s) {
     if (lengths[s] == 0) continue;
-    const uint32_t length = used == 1 ? 0 : lengths[s];
+    const uint32_t length = written[s];
     for (uint32_t i = codes[s]; i < kTableSize; i += 1u << length) {
       table[i] = static_cast<uint16_t>(s | (length << 8));
     }
@@ -448,16 +454,14 @@ Counts CountSymbols(absl::Span<const int32_t> sums, const Alphabet& alphabet) {
   return counts;
 }
 
-// Per symbol, code | (bits written << 16), one load per element: a chunk
-// of one symbol writes zero bits for it.
+// Per symbol, code | (bits written << 16), one load per element.
 std::array<uint32_t, kMaxSymbols> CodeEntries(const Lengths& lengths,
                                               uint32_t size) {
   const auto codes = CanonicalCodes(lengths, size);
-  const bool single = std::count_if(lengths.begin(), lengths.end(),
-                                    [](uint8_t l) { return l != 0; }) == 1;
+  const Lengths written = WrittenLengths(lengths);
   std::array<uint32_t, kMaxSymbols> entries{};
   for (uint32_t s = 0; s < size; ++s) {
-    entries[s] = codes[s] | uint32_t{single ? 0u : lengths[s]} << 16;
+    entries[s] = codes[s] | uint32_t{written[s]} << 16;
   }
   return entries;
 }
