@@ -21,7 +21,8 @@
 # Defaults: 4 workers, LeNet on Fashion-MNIST, batch 64 per worker, 10
 # warm-up and 30 timed steps, rates 0 (unshaped veths), 1000 and 100
 # mbit/s, both placements, codecs fp32 fp16 terngrad terngrad-base3 onebit
-# dropping; dedicated shards: --shards (default N). Root only (network
+# dropping (any codec row with "-overlap" appended runs it with
+# --overlap=true); dedicated shards: --shards (default N). Root only (network
 # namespaces). Needs a built tern (`bazel build -c opt //tern`; copy it
 # aside with --tern while you rebuild) and //deploy/wan:net_probe
 # (--probe). Results go to OUT/<rate>/<placement>/<codec>/ (default
@@ -86,7 +87,7 @@ for r in $rates; do
     die "--rates: '$r' is not 0 (unshaped) or an integer mbit/s up to 10000"
 done
 for c in $codecs; do
-  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)$ ]] ||
+  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap)?$ ]] ||
     die "--codecs: unknown '$c'"
 done
 
@@ -111,8 +112,13 @@ hosts=$((workers + 1))
 shard_host=$workers
 addr_of_host() { echo "10.77.$1.2"; }
 
-# The flags of each codec row beyond --codec.
+# The flags of each codec row beyond --codec. A row named X-overlap runs
+# X with --overlap=true (each shard pushed while backward runs).
 flags_of() {
+  if [[ "$1" == *-overlap ]]; then
+    echo "$(flags_of "${1%-overlap}") --overlap=true"
+    return
+  fi
   case "$1" in
     # terngrad alone runs the defaults: base-3 pushes, Huffman-coded sums.
     terngrad-2bit) echo "--codec terngrad --packing 2bit --sum_packing bits" ;;

@@ -35,7 +35,7 @@ absl::StatusOr<uint64_t> Partition::ChunkCount(uint64_t elements,
 
 absl::StatusOr<Partition> Partition::Create(
     absl::Span<const uint64_t> tensor_elements, uint64_t partition_bytes,
-    uint32_t num_shards) {
+    uint32_t num_shards, ShardAssignment assignment) {
   if (absl::Status status = CheckPartitionBytes(partition_bytes);
       !status.ok()) {
     return status;
@@ -79,21 +79,48 @@ absl::StatusOr<Partition> Partition::Create(
   }
   partition.total_elements_ = flat_offset;
 
+  partition.assignment_ = assignment;
+  if (assignment == ShardAssignment::kBackwardOrder) {
+    partition.AssignBackwardOrder();
+  } else {
+    partition.AssignBalanced();
+  }
+  return partition;
+}
+
+void Partition::AssignBalanced() {
   // Largest first to the least-loaded shard: the classic LPT rule keeps the
   // shards within one chunk of each other in size.
-  std::vector<uint32_t> order(partition.chunks_.size());
+  std::vector<uint32_t> order(chunks_.size());
   std::iota(order.begin(), order.end(), 0u);
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return partition.chunks_[a].num_elements > partition.chunks_[b].num_elements;
+    return chunks_[a].num_elements > chunks_[b].num_elements;
   });
-  std::vector<uint64_t> load(num_shards, 0);
+  std::vector<uint64_t> load(num_shards_, 0);
   for (uint32_t key : order) {
     const uint32_t shard = static_cast<uint32_t>(
         std::min_element(load.begin(), load.end()) - load.begin());
-    partition.chunks_[key].shard = shard;
-    load[shard] += partition.chunks_[key].num_elements;
+    chunks_[key].shard = shard;
+    load[shard] += chunks_[key].num_elements;
   }
-  return partition;
+}
+
+void Partition::AssignBackwardOrder() {
+  // A chunk goes to the shard whose equal share of the model holds the
+  // chunk's midpoint, counted from the last key: the shards' runs are
+  // contiguous and each is within one chunk of total / S. Long double: the
+  // product of two 64-bit counts would wrap.
+  const long double total =
+      std::max<long double>(1.0L, static_cast<long double>(total_elements_));
+  uint64_t before = 0;  // elements of the higher keys
+  for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
+    const long double midpoint = before + chunk->num_elements / 2.0L;
+    const uint64_t share =
+        static_cast<uint64_t>(midpoint * num_shards_ / total);
+    chunk->shard =
+        static_cast<uint32_t>(std::min<uint64_t>(share, num_shards_ - 1));
+    before += chunk->num_elements;
+  }
 }
 
 std::vector<uint32_t> Partition::ChunksOfShard(uint32_t shard) const {

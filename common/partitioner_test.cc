@@ -1,5 +1,6 @@
 #include "common/partitioner.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -93,6 +94,54 @@ TEST(PartitionerTest, LargestChunkGoesToShardZeroFirst) {
   EXPECT_EQ(partition->chunks()[1].shard, 0u);  // 100 elements
   EXPECT_EQ(partition->chunks()[2].shard, 1u);  // 7
   EXPECT_EQ(partition->chunks()[0].shard, 1u);  // 5 joins the lighter shard
+}
+
+TEST(PartitionerTest, BackwardOrderPutsTheLastLayersOnShardZero) {
+  // fc1's four chunks (keys 4..7) with fc1's bias and fc2 (keys 8..10):
+  // shard 0 takes what backward produces first; conv1 and conv2 (keys 0..3,
+  // produced last) share shard 3 with fc1's first chunk.
+  auto partition = Partition::Create(kLeNet, kDefaultPartitionBytes, 4,
+                                     ShardAssignment::kBackwardOrder);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  ASSERT_EQ(partition->chunks().size(), 11u);
+  EXPECT_EQ(partition->ChunksOfShard(0), (std::vector<uint32_t>{7, 8, 9, 10}));
+  EXPECT_EQ(partition->ChunksOfShard(1), (std::vector<uint32_t>{6}));
+  EXPECT_EQ(partition->ChunksOfShard(2), (std::vector<uint32_t>{5}));
+  EXPECT_EQ(partition->ChunksOfShard(3),
+            (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(PartitionerTest, BackwardOrderRunsAreContiguousAndBalanced) {
+  for (const uint32_t shards : {1u, 2u, 3u, 5u, 8u}) {
+    auto partition = Partition::Create(kLeNet, 64 << 10, shards,
+                                       ShardAssignment::kBackwardOrder);
+    ASSERT_TRUE(partition.ok()) << partition.status();
+    const std::vector<Chunk>& chunks = partition->chunks();
+    uint64_t largest_chunk = 0;
+    for (size_t key = 0; key < chunks.size(); ++key) {
+      largest_chunk = std::max(largest_chunk, chunks[key].num_elements);
+      // Higher keys never sit on a higher shard than lower ones.
+      if (key > 0) EXPECT_GE(chunks[key - 1].shard, chunks[key].shard);
+    }
+    const uint64_t share = partition->total_elements() / shards;
+    for (uint32_t s = 0; s < shards; ++s) {
+      const uint64_t n = partition->ShardElements(s);
+      EXPECT_LE(n, share + largest_chunk) << shards << " shards, shard " << s;
+      EXPECT_GE(n + largest_chunk, share) << shards << " shards, shard " << s;
+    }
+  }
+}
+
+TEST(PartitionerTest, BackwardOrderWithMoreShardsThanChunks) {
+  // Two chunks over four shards: each chunk on the shard of its midpoint,
+  // the others empty (as with the balanced rule).
+  auto partition = Partition::Create({10, 10}, kDefaultPartitionBytes, 4,
+                                     ShardAssignment::kBackwardOrder);
+  ASSERT_TRUE(partition.ok());
+  EXPECT_EQ(partition->chunks()[1].shard, 1u);
+  EXPECT_EQ(partition->chunks()[0].shard, 3u);
+  EXPECT_TRUE(partition->ChunksOfShard(0).empty());
+  EXPECT_TRUE(partition->ChunksOfShard(2).empty());
 }
 
 TEST(PartitionerTest, EmptyTensorStillHasOneChunk) {

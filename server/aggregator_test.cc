@@ -370,6 +370,34 @@ TEST_F(AggregatorTest, EachShardAnswersThePartitionsChunksOfIt) {
   }
 }
 
+// The join's shard_assignment picks the rule the shard cuts the model by:
+// in backward order, shard 0 owns the last tensor's chunks.
+TEST_F(AggregatorTest, TheJoinsShardAssignmentCutsTheModel) {
+  for (uint32_t shard = 0; shard < 2; ++shard) {
+    AggregatorOptions options = Options(1);
+    options.shard_index = shard;
+    options.num_shards = 2;
+    auto aggregator = Make(options);
+    RunConfig config = MakeConfig(1, CodecId::kFp32);
+    config.num_shards = 2;
+    config.shard_assignment = ShardAssignment::kBackwardOrder;
+    JoinRequest join = MakeJoin(0, config);
+    join.shard_index = shard;
+    auto call = Join(*aggregator, join);
+    ASSERT_TRUE(call->done());
+    ASSERT_TRUE(call->status().ok()) << call->status();
+    const absl::StatusOr<Partition> partition = Partition::Create(
+        {15, 7}, kPartitionBytes, 2, ShardAssignment::kBackwardOrder);
+    ASSERT_TRUE(partition.ok());
+    EXPECT_EQ(call->value().chunk_keys, partition->ChunksOfShard(shard));
+    const uint32_t last_key =
+        static_cast<uint32_t>(partition->chunks().size() - 1);
+    EXPECT_EQ(std::count(call->value().chunk_keys.begin(),
+                         call->value().chunk_keys.end(), last_key),
+              shard == 0 ? 1 : 0);
+  }
+}
+
 TEST_F(AggregatorTest, JoinRefusesRequestsThatDoNotFitTheShard) {
   auto aggregator = Make(Options(2));
   const RunConfig config = MakeConfig(2, CodecId::kTernGrad);
@@ -537,6 +565,13 @@ INSTANTIATE_TEST_SUITE_P(
         Mismatch{"SampleSize",
                  [](JoinRequest* j) { j->config.codec_params.sample_size = 9; },
                  "codec parameter sample_size 9 of worker 2"},
+        Mismatch{"ShardAssignment",
+                 [](JoinRequest* j) {
+                   j->config.shard_assignment = ShardAssignment::kBackwardOrder;
+                 },
+                 "shard assignment backward order of worker 2 differs from "
+                 "balanced of worker 0: every worker must run with the same "
+                 "--overlap"},
         Mismatch{"SpecHash", [](JoinRequest* j) { j->param_spec_hash = 1; },
                  "param spec hash 0x0000000000000001 of worker 2 differs "
                  "from 0x0000000000005bec"},

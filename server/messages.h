@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/partitioner.h"
 #include "kernels/codec_options.h"
 #include "kernels/payload.h"
 
@@ -88,6 +89,7 @@ struct RunConfig {
   OptimizerConfig optimizer;
   // Every worker starts from worker 0's parameters, handed out at the join.
   bool broadcast_start = false;
+  ShardAssignment shard_assignment = ShardAssignment::kBalanced;
 };
 
 // The options the run's codec is made with, the same as the workers':

@@ -35,7 +35,8 @@ absl::StatusOr<Partition> CutModel(const JoinRequest& join,
     return status;
   }
   absl::StatusOr<Partition> partition =
-      Partition::Create(elements, partition_bytes, limits.num_shards);
+      Partition::Create(elements, partition_bytes, limits.num_shards,
+                        join.config.shard_assignment);
   if (!partition.ok()) return WithPrefix(partition.status(), "partition");
   return partition;
 }

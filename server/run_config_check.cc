@@ -135,7 +135,11 @@ absl::Status CompareWithRun(const JoinRequest& request, const ShardRun& run,
              kernels::LayoutName(mine.pull_layout),
              kernels::LayoutName(first.pull_layout))
       .Field("clip", mine.clip, first.clip)
-      .Field("broadcast_start", mine.broadcast_start, first.broadcast_start);
+      .Field("broadcast_start", mine.broadcast_start, first.broadcast_start)
+      .Texts(mine.shard_assignment == first.shard_assignment,
+             "shard assignment", ShardAssignmentName(mine.shard_assignment),
+             ShardAssignmentName(first.shard_assignment),
+             "every worker must run with the same --overlap");
   CompareCodecParams(mine.codec_params, first.codec_params, &compare);
   compare.Texts(mine.fp32_chunk_keys == first.fp32_chunk_keys,
                 "fp32 chunk keys", KeyList(mine.fp32_chunk_keys),

@@ -72,6 +72,19 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
   config.optimizer.steps = optimizer.steps();
   config.optimizer.steps_per_epoch = optimizer.steps_per_epoch();
   config.broadcast_start = wire.broadcast_start();
+  switch (wire.shard_assignment()) {
+    case tern::v1::SHARD_ASSIGNMENT_BALANCED:
+      config.shard_assignment = ShardAssignment::kBalanced;
+      break;
+    case tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER:
+      config.shard_assignment = ShardAssignment::kBackwardOrder;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard_assignment ", static_cast<int>(wire.shard_assignment()),
+          " is not SHARD_ASSIGNMENT_BALANCED or "
+          "SHARD_ASSIGNMENT_BACKWARD_ORDER"));
+  }
   return config;
 }
 
@@ -90,6 +103,10 @@ void ConfigToWire(const RunConfig& config, tern::v1::RunConfig* out) {
   CodecParamsToWire(config.codec_params, out->mutable_codec_params());
   out->set_mode(static_cast<tern::v1::Mode>(config.mode));
   out->set_broadcast_start(config.broadcast_start);
+  out->set_shard_assignment(config.shard_assignment ==
+                                    ShardAssignment::kBackwardOrder
+                                ? tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER
+                                : tern::v1::SHARD_ASSIGNMENT_BALANCED);
   tern::v1::OptimizerConfig* optimizer = out->mutable_optimizer();
   optimizer->set_lr(config.optimizer.lr);
   optimizer->set_momentum(config.optimizer.momentum);

@@ -179,6 +179,24 @@ TEST(WireTest, JoinCarriesConfigAndSpec) {
   EXPECT_EQ(join.status().message(), "run config: unknown layout -1");
 }
 
+TEST(WireTest, ShardAssignmentRoundTripsAndAnUnknownOneIsRefused) {
+  JoinRequest join;
+  join.config.shard_assignment = ShardAssignment::kBackwardOrder;
+  tern::v1::JoinRequest wire;
+  JoinToWire(join, &wire);
+  EXPECT_EQ(wire.config().shard_assignment(),
+            tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER);
+  absl::StatusOr<JoinRequest> back = JoinFromWire(wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->config.shard_assignment, ShardAssignment::kBackwardOrder);
+
+  wire.mutable_config()->set_shard_assignment(
+      static_cast<tern::v1::ShardAssignment>(2));
+  back = JoinFromWire(wire);
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(back.status().message(), HasSubstr("shard_assignment 2"));
+}
+
 // --- RunConfig.codec_params ---
 
 TEST(CodecParamsWireTest, EveryFieldRoundTrips) {

@@ -436,6 +436,54 @@ TEST(TrainerTest, TwoTernGradWorkersStayIdenticalAndLearn) {
   EXPECT_EQ(cluster.shard(0).scaler_calls(), 2 * 24);
 }
 
+// --overlap pushes each shard from the gradient hooks, with the shards in
+// backward order; every chunk's bytes are those of the sequential step, so
+// both runs end with the same parameters and move the same payload bytes.
+TEST(TrainerTest, OverlapEndsWithTheSequentialStepsParameters) {
+  for (const char* codec : {"terngrad", "fp32"}) {
+    WorkerOptions options = SmallRun();
+    options.steps = 6;
+    options.codec = *kernels::ParseCodecName(codec);
+    std::vector<WorkerResult> sequential;
+    {
+      Cluster cluster(options, 3, ShardKind::kReal);
+      ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &sequential));
+    }
+    options.overlap = true;
+    std::vector<WorkerResult> overlapped;
+    {
+      Cluster cluster(options, 3, ShardKind::kReal);
+      ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &overlapped));
+    }
+    EXPECT_EQ(overlapped[0].checksum, overlapped[1].checksum) << codec;
+    EXPECT_EQ(overlapped[0].checksum, sequential[0].checksum) << codec;
+    for (uint64_t step = 0; step < options.steps; ++step) {
+      for (const char* field : {"push_bytes", "pull_bytes"}) {
+        EXPECT_EQ(Field(overlapped[0].lines[step], field),
+                  Field(sequential[0].lines[step], field))
+            << codec << " step " << step << " " << field;
+      }
+    }
+  }
+}
+
+// --overlap needs the gradient of each chunk alone: a codec whose error
+// feedback takes every chunk at once is refused before the run starts.
+TEST(TrainerTest, OverlapRefusesErrorFeedback) {
+  WorkerOptions options = SmallRun();
+  options.codec = *kernels::ParseCodecName("onebit");
+  options.overlap = true;
+  options.ps = {"127.0.0.1:1"};
+  auto data = LoadDataset(options.dataset, "", options.seed);
+  ASSERT_TRUE(data.ok());
+  auto model = MakeModel(options.model, data->train.shape);
+  ASSERT_TRUE(model.ok());
+  auto trainer = Trainer::Create(options, *model, *std::move(data),
+                                 MakeNullLogger(), nullptr);
+  EXPECT_EQ(trainer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trainer.status().message(), ::testing::HasSubstr("--overlap"));
+}
+
 // --final_eval=false: the last step is not evaluated (a benchmark times
 // only steps), and is still final and checked.
 TEST(TrainerTest, NoFinalEvaluationWhenTurnedOff) {

@@ -56,12 +56,12 @@ absl::StatusOr<ChunkPlan> MakeChunkPlan(
     absl::Span<const std::string> names, absl::Span<const uint64_t> elements,
     uint64_t partition_bytes, uint32_t num_shards,
     absl::Span<const std::string> fp32_tensors, uint64_t min_compress_elems,
-    bool share_scalers) {
+    bool share_scalers, ShardAssignment assignment) {
   absl::StatusOr<std::vector<bool>> fp32_tensor =
       SelectFp32Tensors(names, elements, fp32_tensors, min_compress_elems);
   if (!fp32_tensor.ok()) return fp32_tensor.status();
   absl::StatusOr<Partition> partition =
-      Partition::Create(elements, partition_bytes, num_shards);
+      Partition::Create(elements, partition_bytes, num_shards, assignment);
   if (!partition.ok()) return partition.status();
 
   ChunkPlan plan{*std::move(partition), {}, {}, {}, {}};

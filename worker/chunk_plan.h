@@ -49,7 +49,8 @@ absl::StatusOr<ChunkPlan> MakeChunkPlan(
     absl::Span<const std::string> names, absl::Span<const uint64_t> elements,
     uint64_t partition_bytes, uint32_t num_shards,
     absl::Span<const std::string> fp32_tensors, uint64_t min_compress_elems,
-    bool share_scalers);
+    bool share_scalers,
+    ShardAssignment assignment = ShardAssignment::kBalanced);
 
 }  // namespace tern::worker
 

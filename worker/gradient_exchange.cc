@@ -178,6 +178,11 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> GradientExchange::Create(
         "--mode: a GradientExchange exchanges gradients (--mode=terngrad); "
         "the LPS modes exchange weights");
   }
+  if (options.overlap) {
+    return absl::InvalidArgumentError(
+        "--overlap: a GradientExchange exchanges the gradients your own "
+        "backward has produced, after it; it cannot hook into it");
+  }
   auto state = std::make_unique<State>();
   state->options = options;
   state->logger = std::move(logger);
@@ -202,9 +207,11 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> GradientExchange::Create(
   state->codecs.emplace(std::move(codecs));
   TERN_ASSIGN_OR_RETURN(state->client,
                         Connect(options, *state->plan, state->logger));
-  state->protocol = std::make_unique<TernGradProtocol>(
-      state->options, *state->params, *state->plan, *state->codecs,
-      state->no_update, /*device_encoder=*/nullptr);
+  TERN_ASSIGN_OR_RETURN(
+      state->protocol,
+      TernGradProtocol::Create(state->options, *state->params, *state->plan,
+                               *state->codecs, state->no_update,
+                               /*device_encoder=*/nullptr));
   return std::unique_ptr<GradientExchange>(
       new GradientExchange(std::move(state)));
 }

@@ -55,6 +55,17 @@ TEST(GradientExchangeTest, ChecksumIsThatOfTheCallersBytes) {
   EXPECT_EQ((*exchange)->next_step(), 0u);
 }
 
+TEST(GradientExchangeTest, RefusesOverlapWithTheCallersBackward) {
+  std::vector<float> data(4, 0.0f);
+  WorkerOptions options = TwoShards();
+  options.overlap = true;
+  auto exchange = GradientExchange::Create(
+      options, {{"w", {4}, data.data()}}, MakeNullLogger());
+  EXPECT_EQ(exchange.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(exchange.status().message().find("--overlap"), std::string::npos)
+      << exchange.status();
+}
+
 TEST(GradientExchangeTest, RefusesOrdersAndNamesNoModuleHas) {
   std::vector<float> data(4, 0.0f);
   const struct {

@@ -1,5 +1,6 @@
 #include "worker/local_scalers.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -10,7 +11,9 @@ absl::StatusOr<std::vector<float>> LocalScalers(
     uint64_t step, absl::Span<const Chunk> chunks,
     absl::Span<const float> gradients, absl::Span<const std::string> names,
     float clip, const std::vector<kernels::ChunkStats>* device_stats) {
-  std::vector<float> scalers(chunks.size(), 0.0f);
+  uint32_t keys = 0;  // the largest key + 1: `chunks` may be a shard's
+  for (const Chunk& chunk : chunks) keys = std::max(keys, chunk.key + 1);
+  std::vector<float> scalers(keys, 0.0f);
   for (const Chunk& chunk : chunks) {
     if (chunk.num_elements == 0) continue;
     const kernels::ChunkStats stats =

@@ -16,11 +16,12 @@
 
 namespace tern::worker {
 
-// The local scaler of every chunk of `chunks` (by key; 0 for an empty
-// chunk), from the chunk's part of `gradients` (the flat buffer) or, with
-// `device_stats` (one per chunk, from the GPU), from those statistics
-// without reading `gradients`. `names` are the tensors' names, for the
-// error. FAILED_PRECONDITION on a non-finite gradient.
+// The local scaler of every chunk of `chunks` (by key, up to the largest
+// key of `chunks`; 0 for an empty chunk and for keys not in `chunks`), from the
+// chunk's part of `gradients` (the flat buffer) or, with `device_stats` (one
+// per chunk, from the GPU), from those statistics without reading `gradients`.
+// `names` are the tensors' names, for the error. FAILED_PRECONDITION on a
+// non-finite gradient.
 absl::StatusOr<std::vector<float>> LocalScalers(
     uint64_t step, absl::Span<const Chunk> chunks,
     absl::Span<const float> gradients, absl::Span<const std::string> names,

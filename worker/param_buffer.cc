@@ -101,17 +101,37 @@ void ParamBuffer::GatherGradients() {
     HostGradients().copy_(device_gradients_);
     return;
   }
-  for (size_t t = 0; t < params_.size(); ++t) {
-    float* out = gradients_.data() + tensor_offsets_[t];
-    const uint64_t n = tensor_elements_[t];
-    const torch::Tensor& grad = params_[t].grad();
-    if (!grad.defined()) {
-      std::fill(out, out + n, 0.0f);
-      continue;
-    }
-    const torch::Tensor dense = grad.contiguous();
-    std::memcpy(out, dense.data_ptr<float>(), n * sizeof(float));
+  for (uint32_t t = 0; t < params_.size(); ++t) GatherTensorGradient(t);
+}
+
+void ParamBuffer::GatherTensorGradient(uint32_t tensor) {
+  GatherTensorGradient(tensor, params_[tensor].grad());
+}
+
+void ParamBuffer::GatherTensorGradient(uint32_t tensor,
+                                       const torch::Tensor& gradient) {
+  float* out = gradients_.data() + tensor_offsets_[tensor];
+  const uint64_t n = tensor_elements_[tensor];
+  if (!gradient.defined()) {
+    std::fill(out, out + n, 0.0f);
+    return;
   }
+  const torch::Tensor dense = gradient.contiguous();
+  std::memcpy(out, dense.data_ptr<float>(), n * sizeof(float));
+}
+
+void ParamBuffer::AddGradientHooks(
+    std::function<void(uint32_t, const torch::Tensor&)> hook) {
+  RemoveGradientHooks();
+  for (uint32_t t = 0; t < params_.size(); ++t) {
+    hooks_.push_back(params_[t].register_hook(
+        [hook, t](const torch::Tensor& gradient) { hook(t, gradient); }));
+  }
+}
+
+void ParamBuffer::RemoveGradientHooks() {
+  for (size_t t = 0; t < hooks_.size(); ++t) params_[t].remove_hook(hooks_[t]);
+  hooks_.clear();
 }
 
 void ParamBuffer::GatherParameters(absl::Span<float> out) const {

@@ -11,6 +11,7 @@
 #define TERN_WORKER_PARAM_BUFFER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,19 @@ class ParamBuffer {
   // Copies every parameter's gradient into the flat buffer; a parameter
   // without a gradient (unused in the forward pass) contributes zeros.
   void GatherGradients();
+  // The same for tensor `tensor` alone, from its parameter's gradient or
+  // from `gradient`, the value a gradient hook was given (CPU only). Each
+  // writes only that tensor's part of the flat buffer, so threads may
+  // gather different tensors while others read or write other parts.
+  void GatherTensorGradient(uint32_t tensor);
+  void GatherTensorGradient(uint32_t tensor, const torch::Tensor& gradient);
+  // Calls `hook(tensor, gradient)` each time autograd has computed a
+  // parameter's gradient, before it is accumulated into grad() (libtorch's
+  // tensor hooks), until RemoveGradientHooks. The hook runs on the thread
+  // that runs backward.
+  void AddGradientHooks(
+      std::function<void(uint32_t, const torch::Tensor&)> hook);
+  void RemoveGradientHooks();
   // Gathers the gradients into the flat device buffer and returns it
   // (total_elements() floats on device(); on the CPU a second buffer,
   // for tests of the GPU path); the host buffer is not touched. CopyChunkToHost then brings one chunk of it to the
@@ -84,6 +98,8 @@ class ParamBuffer {
   ParamBuffer() = default;
 
   std::vector<torch::Tensor> params_;
+  // AddGradientHooks' handles, by tensor (empty without hooks).
+  std::vector<unsigned> hooks_;
   std::vector<std::string> names_;
   std::vector<uint64_t> tensor_elements_;
   std::vector<uint64_t> tensor_offsets_;

@@ -1,5 +1,6 @@
 #include "worker/param_buffer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -80,6 +81,37 @@ TEST(ParamBufferTest, GatherThenScatterRoundTripsEveryGradient) {
     }
   }
   EXPECT_EQ(i, flat.size());
+}
+
+// --overlap's premise: a hook per parameter, called once per backward, the
+// last layer first, with the value that ends up in grad(); none for a
+// parameter backward does not reach, and none once removed.
+TEST(ParamBufferTest, GradientHooksSeeEachGradientLastLayerFirst) {
+  TwoLayerNet net;
+  auto buffer = ParamBuffer::Create(net);
+  ASSERT_TRUE(buffer.ok());
+  std::vector<uint32_t> order;
+  buffer->AddGradientHooks([&](uint32_t tensor, const torch::Tensor& gradient) {
+    order.push_back(tensor);
+    buffer->GatherTensorGradient(tensor, gradient);
+  });
+  net.zero_grad();
+  net.forward(torch::randn({6, 3})).pow(2).sum().backward();
+  ASSERT_EQ(order.size(), 4u) << "the unused parameter has no gradient";
+  // fc2 (tensors 3 and 4) before fc1 (1 and 2).
+  EXPECT_GT(std::min(order[0], order[1]), std::max(order[2], order[3]));
+  buffer->GatherTensorGradient(0);  // unused: zeros, as GatherGradients
+  std::vector<float> hooked(buffer->gradients().begin(),
+                            buffer->gradients().end());
+  buffer->GatherGradients();
+  for (size_t i = 0; i < hooked.size(); ++i) {
+    EXPECT_EQ(hooked[i], buffer->gradients()[i]) << i;
+  }
+
+  buffer->RemoveGradientHooks();
+  net.zero_grad();
+  net.forward(torch::randn({6, 3})).pow(2).sum().backward();
+  EXPECT_EQ(order.size(), 4u);
 }
 
 TEST(ParamBufferTest, ChunkViewsFollowThePartition) {

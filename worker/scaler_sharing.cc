@@ -49,8 +49,17 @@ absl::Status TakeSharedScalers(const PsClient& client, const ChunkPlan& plan,
 absl::Status ShareScalers(PsClient& client, const ChunkPlan& plan,
                           uint32_t worker_id, uint64_t step,
                           std::vector<float>* scalers, StepRecord* record) {
+  std::vector<uint32_t> all(plan.partition.num_shards());
+  for (uint32_t shard = 0; shard < all.size(); ++shard) all[shard] = shard;
+  return ShareScalersWith(client, plan, worker_id, step, all, scalers, record);
+}
+
+absl::Status ShareScalersWith(PsClient& client, const ChunkPlan& plan,
+                              uint32_t worker_id, uint64_t step,
+                              const std::vector<uint32_t>& shards,
+                              std::vector<float>* scalers, StepRecord* record) {
   std::vector<ShardRequest<ShareScalersRequest>> requests;
-  for (uint32_t shard = 0; shard < plan.partition.num_shards(); ++shard) {
+  for (const uint32_t shard : shards) {
     ShardRequest<ShareScalersRequest> request;
     request.shard = shard;
     request.request.set_worker_id(worker_id);

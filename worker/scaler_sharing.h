@@ -26,6 +26,14 @@ absl::Status ShareScalers(PsClient& client, const ChunkPlan& plan,
                           uint32_t worker_id, uint64_t step,
                           std::vector<float>* scalers, StepRecord* record);
 
+// The same with the shards in `shards` only (--overlap shares each shard's
+// scalers once its gradients are complete); replaces only their chunks'
+// scalers, so threads may share disjoint shards' scalers at once.
+absl::Status ShareScalersWith(PsClient& client, const ChunkPlan& plan,
+                              uint32_t worker_id, uint64_t step,
+                              const std::vector<uint32_t>& shards,
+                              std::vector<float>* scalers, StepRecord* record);
+
 }  // namespace tern::worker
 
 #endif  // TERN_WORKER_SCALER_SHARING_H_

@@ -40,6 +40,12 @@ class StepProtocol {
   // request every shard gets.
   virtual void AddToJoin(tern::v1::JoinRequest* request) const = 0;
 
+  // Called before the backward pass of step `step`, whose Step follows
+  // with the same client: a protocol that overlaps communication with
+  // backward (TernGradProtocol with --overlap) starts sending from the
+  // gradient hooks. By default nothing.
+  virtual void BeforeBackward(PsClient& client, uint64_t step) {}
+
   // Exchanges step `step`: the model's parameters hold this worker's
   // gradients (after backward); on return its parameters are those of the
   // next step. Adds the traffic and the encode, network and decode times

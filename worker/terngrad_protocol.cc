@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/philox.h"
 #include "common/status_macros.h"
@@ -16,6 +17,40 @@ namespace tern::worker {
 
 using tern::v1::PushPullRequest;
 using tern::v1::PushPullResponse;
+
+absl::StatusOr<std::unique_ptr<TernGradProtocol>> TernGradProtocol::Create(
+    const WorkerOptions& options, ParamBuffer& params, const ChunkPlan& plan,
+    CodecSet& codecs, torch::optim::Optimizer& optimizer,
+    std::unique_ptr<DeviceEncoder> device_encoder) {
+  if (options.overlap) {
+    if (device_encoder != nullptr || !params.device().is_cpu()) {
+      return absl::InvalidArgumentError(
+          "--overlap runs on the CPU only: leave it out with --device=cuda");
+    }
+    if (codecs.feedback() != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--overlap does not work with --codec=", codecs.run().name(),
+          ": its error feedback (and dropping's global threshold) takes "
+          "every chunk at once"));
+    }
+  }
+  std::unique_ptr<TernGradProtocol> protocol(new TernGradProtocol(
+      options, params, plan, codecs, optimizer, std::move(device_encoder)));
+  if (options.overlap) {
+    const uint32_t num_shards = plan.partition.num_shards();
+    protocol->readiness_ = std::make_unique<ShardReadiness>(
+        plan.partition, static_cast<uint32_t>(params.names().size()));
+    protocol->flights_ = std::vector<ShardFlight>(num_shards);
+    protocol->scalers_.assign(plan.partition.chunks().size(), 0.0f);
+    protocol->local_scalers_ = protocol->scalers_;
+    TernGradProtocol* self = protocol.get();
+    params.AddGradientHooks(
+        [self](uint32_t tensor, const torch::Tensor& gradient) {
+          self->OnGradient(tensor, gradient);
+        });
+  }
+  return protocol;
+}
 
 TernGradProtocol::TernGradProtocol(
     const WorkerOptions& options, ParamBuffer& params, const ChunkPlan& plan,
@@ -31,6 +66,7 @@ TernGradProtocol::TernGradProtocol(
 
 absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
                                     StepRecord* rec) {
+  if (readiness_ != nullptr) return FinishOverlapped(step, rec);
   absl::Time phase = absl::Now();
   const float* device_gradients = GatherGradients();
   rec->compute_s += SecondsSince(phase);
@@ -88,14 +124,18 @@ absl::Status TernGradProtocol::Apply(const PsClient& client, uint64_t step,
                                      StepRecord* rec) {
   const absl::Time start = absl::Now();
   TERN_RETURN_IF_ERROR(DecodePulls(client, step, std::move(pulls), rec));
+  StepOptimizer(rec->lr);
+  rec->decode_s = SecondsSince(start);
+  return absl::OkStatus();
+}
+
+void TernGradProtocol::StepOptimizer(double lr) {
   // Every replica runs the same update on the same bytes.
   params_.ScatterGradients();
   for (auto& group : optimizer_.param_groups()) {
-    group.options().set_lr(rec->lr);
+    group.options().set_lr(lr);
   }
   optimizer_.step();
-  rec->decode_s = SecondsSince(start);
-  return absl::OkStatus();
 }
 
 const float* TernGradProtocol::GatherGradients() {
@@ -151,42 +191,53 @@ absl::StatusOr<TernGradProtocol::Pushes> TernGradProtocol::EncodePushes(
   }
   Pushes pushes(plan_.partition.num_shards());
   for (uint32_t shard = 0; shard < pushes.size(); ++shard) {
-    PushPullRequest& push = pushes[shard].request;
     pushes[shard].shard = shard;
-    push.set_worker_id(options_.worker_id);
-    push.set_step(step);
-    for (const uint32_t key : plan_.shard_chunks[shard]) {
-      const Chunk& chunk = chunks[key];
-      const bool fp32 = plan_.fp32_chunk[key];
-      kernels::EncodeContext context;
-      // Draws are a pure function of (seed, step, chunk, worker, element):
-      // DESIGN section 2. The step wraps at 2^32 in the counter.
-      context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
-                                    key, options_.worker_id};
-      context.scaler = fp32 ? 0.0f : scalers[key];
-      context.clip_bound = local_scalers[key];
-      context.threshold = fp32 ? 0.0f : threshold;
-      context.group_size = codecs_.group_size(key);
-      absl::StatusOr<kernels::Payload> payload =
-          !fp32 && device_encoder_ != nullptr
-              ? *std::move(device_payloads[key])
-              : codecs_.Encode(key, params_.ChunkGradients(chunk), context);
-      if (!payload.ok()) {
-        return AtStep(
-            step,
-            absl::Status(payload.status().code(),
-                         absl::StrCat("encoding chunk ", key, " of '",
-                                      params_.names()[chunk.tensor],
-                                      "': ", payload.status().message())));
-      }
-      tern::v1::ChunkPayload* wire = push.add_chunks();
-      wire->set_chunk_key(key);
-      core::PayloadToWire(*std::move(payload), wire->mutable_payload());
-      rec->push_bytes += core::PayloadBytes(wire->payload());
-    }
-    rec->push_msg_bytes += push.ByteSizeLong();
+    TERN_ASSIGN_OR_RETURN(pushes[shard].request,
+                          EncodeShardPush(step, shard, scalers, local_scalers,
+                                          threshold, &device_payloads, rec));
   }
   return pushes;
+}
+
+absl::StatusOr<PushPullRequest> TernGradProtocol::EncodeShardPush(
+    uint64_t step, uint32_t shard, const std::vector<float>& scalers,
+    const std::vector<float>& local_scalers, float threshold,
+    std::vector<std::optional<kernels::Payload>>* device_payloads,
+    StepRecord* rec) const {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  PushPullRequest push;
+  push.set_worker_id(options_.worker_id);
+  push.set_step(step);
+  for (const uint32_t key : plan_.shard_chunks[shard]) {
+    const Chunk& chunk = chunks[key];
+    const bool fp32 = plan_.fp32_chunk[key];
+    kernels::EncodeContext context;
+    // Draws are a pure function of (seed, step, chunk, worker, element):
+    // DESIGN section 2. The step wraps at 2^32 in the counter.
+    context.stream = RandomStream{options_.seed, static_cast<uint32_t>(step),
+                                  key, options_.worker_id};
+    context.scaler = fp32 ? 0.0f : scalers[key];
+    context.clip_bound = local_scalers[key];
+    context.threshold = fp32 ? 0.0f : threshold;
+    context.group_size = codecs_.group_size(key);
+    absl::StatusOr<kernels::Payload> payload =
+        !fp32 && device_encoder_ != nullptr
+            ? *std::move((*device_payloads)[key])
+            : codecs_.Encode(key, params_.ChunkGradients(chunk), context);
+    if (!payload.ok()) {
+      return AtStep(
+          step, absl::Status(payload.status().code(),
+                             absl::StrCat("encoding chunk ", key, " of '",
+                                          params_.names()[chunk.tensor],
+                                          "': ", payload.status().message())));
+    }
+    tern::v1::ChunkPayload* wire = push.add_chunks();
+    wire->set_chunk_key(key);
+    core::PayloadToWire(*std::move(payload), wire->mutable_payload());
+    rec->push_bytes += core::PayloadBytes(wire->payload());
+  }
+  rec->push_msg_bytes += push.ByteSizeLong();
+  return push;
 }
 
 absl::StatusOr<std::vector<std::optional<kernels::Payload>>>
@@ -227,48 +278,56 @@ absl::Status TernGradProtocol::DecodePulls(const PsClient& client,
                                            uint64_t step,
                                            std::vector<PushPullResponse> pulls,
                                            StepRecord* rec) {
-  const std::vector<Chunk>& chunks = plan_.partition.chunks();
-  std::vector<bool> seen(chunks.size(), false);
   for (uint32_t shard = 0; shard < pulls.size(); ++shard) {
-    PushPullResponse& pull = pulls[shard];
-    rec->pull_msg_bytes += pull.ByteSizeLong();
-    const auto shard_error = [&](const std::string& what) {
-      return absl::InternalError(absl::StrCat("step ", step, ": shard ", shard,
-                                              " (", client.name(shard),
-                                              "): PushPull answer: ", what));
-    };
-    if (pull.step() != step) {
-      return shard_error(absl::StrCat("it is for step ", pull.step()));
-    }
-    const std::vector<uint32_t>& owned = plan_.shard_chunks[shard];
-    if (static_cast<size_t>(pull.chunks_size()) != owned.size()) {
+    TERN_RETURN_IF_ERROR(
+        DecodeShardPull(client, step, shard, std::move(pulls[shard]), rec));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TernGradProtocol::DecodeShardPull(const PsClient& client,
+                                               uint64_t step, uint32_t shard,
+                                               PushPullResponse pull,
+                                               StepRecord* rec) {
+  const std::vector<Chunk>& chunks = plan_.partition.chunks();
+  rec->pull_msg_bytes += pull.ByteSizeLong();
+  const auto shard_error = [&](const std::string& what) {
+    return absl::InternalError(absl::StrCat("step ", step, ": shard ", shard,
+                                            " (", client.name(shard),
+                                            "): PushPull answer: ", what));
+  };
+  if (pull.step() != step) {
+    return shard_error(absl::StrCat("it is for step ", pull.step()));
+  }
+  const std::vector<uint32_t>& owned = plan_.shard_chunks[shard];
+  if (static_cast<size_t>(pull.chunks_size()) != owned.size()) {
+    return shard_error(
+        absl::StrCat(pull.chunks_size(), " chunks, expected ", owned.size()));
+  }
+  absl::flat_hash_set<uint32_t> seen;
+  for (tern::v1::ChunkPayload& wire : *pull.mutable_chunks()) {
+    const uint32_t key = wire.chunk_key();
+    if (key >= chunks.size() || chunks[key].shard != shard ||
+        !seen.insert(key).second) {
       return shard_error(
-          absl::StrCat(pull.chunks_size(), " chunks, expected ", owned.size()));
+          absl::StrCat("chunk ", key, " is not this shard's or repeated"));
     }
-    for (tern::v1::ChunkPayload& wire : *pull.mutable_chunks()) {
-      const uint32_t key = wire.chunk_key();
-      if (key >= chunks.size() || chunks[key].shard != shard || seen[key]) {
-        return shard_error(
-            absl::StrCat("chunk ", key, " is not this shard's or repeated"));
-      }
-      seen[key] = true;
-      rec->pull_bytes += core::PayloadBytes(wire.payload());
-      // Read once: the bytes move out of the answer instead of a copy.
-      absl::StatusOr<kernels::Payload> payload =
-          core::PayloadFromWire(std::move(*wire.mutable_payload()));
-      absl::Status decoded = payload.status();
-      if (decoded.ok()) {
-        decoded = codecs_.For(key).Decode(*payload,
-                                          params_.ChunkGradients(chunks[key]));
-      }
-      if (!decoded.ok()) {
-        return absl::Status(
-            decoded.code(),
-            absl::StrCat("step ", step, ": shard ", shard, " (",
-                         client.name(shard), "): chunk ", key, " of '",
-                         params_.names()[chunks[key].tensor],
-                         "': ", decoded.message()));
-      }
+    rec->pull_bytes += core::PayloadBytes(wire.payload());
+    // Read once: the bytes move out of the answer instead of a copy.
+    absl::StatusOr<kernels::Payload> payload =
+        core::PayloadFromWire(std::move(*wire.mutable_payload()));
+    absl::Status decoded = payload.status();
+    if (decoded.ok()) {
+      decoded = codecs_.For(key).Decode(*payload,
+                                        params_.ChunkGradients(chunks[key]));
+    }
+    if (!decoded.ok()) {
+      return absl::Status(
+          decoded.code(),
+          absl::StrCat("step ", step, ": shard ", shard, " (",
+                       client.name(shard), "): chunk ", key, " of '",
+                       params_.names()[chunks[key].tensor],
+                       "': ", decoded.message()));
     }
   }
   return absl::OkStatus();

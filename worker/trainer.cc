@@ -183,7 +183,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
           static_cast<uint32_t>(options.ps.size()), options.fp32_tensors,
           options.min_compress_elems,
           /*share_scalers=*/codec_options.id == kernels::CodecId::kTernGrad &&
-              options.mode == TrainMode::kTernGrad));
+              options.mode == TrainMode::kTernGrad,
+          options.overlap ? ShardAssignment::kBackwardOrder
+                          : ShardAssignment::kBalanced));
   TERN_ASSIGN_OR_RETURN(const int max_message_bytes,
                         MessageBytesBound(plan.partition));
   TERN_ASSIGN_OR_RETURN(CodecSet codecs,
@@ -228,10 +230,12 @@ Trainer::Trainer(const WorkerOptions& options, std::shared_ptr<Model> model,
 
 absl::Status Trainer::MakeProtocol(std::unique_ptr<DeviceEncoder> encoder) {
   switch (options_.mode) {
-    case TrainMode::kTernGrad:
-      protocol_ = std::make_unique<TernGradProtocol>(
-          options_, params_, plan_, codecs_, *optimizer_, std::move(encoder));
+    case TrainMode::kTernGrad: {
+      TERN_ASSIGN_OR_RETURN(
+          protocol_, TernGradProtocol::Create(options_, params_, plan_, codecs_,
+                                              *optimizer_, std::move(encoder)));
       return absl::OkStatus();
+    }
     case TrainMode::kWeightGrad:
     case TrainMode::kGaia: {
       TERN_ASSIGN_OR_RETURN(
@@ -326,12 +330,14 @@ absl::Status Trainer::Join(PsClient& client) {
   return absl::OkStatus();
 }
 
-void Trainer::ComputeGradients(StepRecord* rec) {
+void Trainer::ComputeGradients(PsClient& client, uint64_t step,
+                               StepRecord* rec) {
   const absl::Time start = absl::Now();
   auto [images, labels] = batches_.Next();
   model_->zero_grad();
   const torch::Tensor loss =
       BatchLoss(*model_, loss_, images.to(device_), labels.to(device_));
+  protocol_->BeforeBackward(client, step);
   loss.backward();
   rec->loss = loss.item<double>();
   rec->compute_s = SecondsSince(start);
@@ -361,7 +367,7 @@ absl::Status Trainer::Run(PsClient& client, MetricsWriter* metrics,
     if (catching_up) {
       TERN_RETURN_IF_ERROR(CatchUp(client, step, &rec));
     } else {
-      ComputeGradients(&rec);
+      ComputeGradients(client, step, &rec);
       if (absl::Status stepped = protocol_->Step(client, step, &rec);
           !stepped.ok()) {
         TERN_ASSIGN_OR_RETURN(const uint64_t next,

@@ -140,7 +140,7 @@ class Trainer {
   absl::StatusOr<uint64_t> Recover(PsClient& client, uint64_t step,
                                    const absl::Status& failed, int* recoveries);
   // Forward and backward on the next batch; sets the loss and compute_s.
-  void ComputeGradients(StepRecord* record);
+  void ComputeGradients(PsClient& client, uint64_t step, StepRecord* record);
   // After step `step`: evaluation, the parameter check, the metrics record
   // and the checkpoint. Sets `evaluation` when the test set was evaluated.
   absl::Status FinishStep(PsClient& client, MetricsWriter* metrics,

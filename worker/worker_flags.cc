@@ -90,6 +90,13 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
        "join and the shards hand to every worker (every worker of the run "
        "sets it); otherwise each worker builds its own and they must match")
       ->group("Cluster");
+  Flag(app, "overlap", &o->overlap,
+       "terngrad on the CPU: push each shard's chunks as soon as backward has "
+       "produced them, while the rest of backward runs, and decode each "
+       "shard's answer as it comes (the same bytes as without it); the "
+       "shards then hold the model in backward order, so every worker of the "
+       "run must set it. Not with codecs that keep error feedback")
+      ->group("Cluster");
   Flag(app, "rpc_timeout_s", &o->rpc_timeout_s,
        "deadline of every RPC to a shard, in seconds")
       ->check(FinitePositive())

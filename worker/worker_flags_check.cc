@@ -120,6 +120,12 @@ absl::Status ValidateLpsModeOptions(const WorkerOptions& o) {
                      "parameter server), not ",
                      o.ps.size()));
   }
+  if (o.overlap) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--overlap with --mode=", mode,
+        ": a worker pushes its whole gradient to its local parameter server "
+        "in one message"));
+  }
   if (o.broadcast_start) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--broadcast_start with --mode=", mode,

@@ -167,6 +167,10 @@ TEST(WorkerFlagsTest, WeightGradModesCheckWhatTheLpsCanRun) {
       ValidateWorkerOptions(options).message().find("--optimizer=adagrad"),
       std::string::npos);
   options.optimizer = "momentum";
+  options.overlap = true;
+  EXPECT_NE(ValidateWorkerOptions(options).message().find("--overlap"),
+            std::string::npos);
+  options.overlap = false;
   options.codec = kernels::CodecId::kQsgd;
   EXPECT_NE(ValidateWorkerOptions(options).message().find("--codec=qsgd"),
             std::string::npos);

@@ -44,6 +44,10 @@ struct WorkerOptions {
   // with its join and the shards hand out (--mode=terngrad); otherwise each
   // builds its own and the shards compare their checksums.
   bool broadcast_start = false;
+  // --mode=terngrad on the CPU: push each shard as soon as backward has
+  // produced its gradients, while the rest of backward runs; the shards
+  // are then assigned in backward order (common/partitioner.h).
+  bool overlap = false;
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
   // How long a step's calls keep retrying a shard that went away (killed,
