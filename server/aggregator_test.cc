@@ -349,52 +349,34 @@ TEST_F(AggregatorTest, JoinIsABarrierAndAnswersTheShardsChunks) {
   EXPECT_TRUE(aggregator->all_joined());
 }
 
+// Each shard owns its chunks of the partition, cut by the join's
+// shard_assignment: in backward order shard 0 owns the last key (balanced,
+// shard 0 takes the largest chunk, key 0).
 TEST_F(AggregatorTest, EachShardAnswersThePartitionsChunksOfIt) {
-  for (uint32_t shard = 0; shard < 2; ++shard) {
-    AggregatorOptions options = Options(1);
-    options.shard_index = shard;
-    options.num_shards = 2;
-    auto aggregator = Make(options);
-    RunConfig config = MakeConfig(1, CodecId::kFp32);
-    config.num_shards = 2;
-    JoinRequest join = MakeJoin(0, config);
-    join.shard_index = shard;
-    auto call = Join(*aggregator, join);
-    ASSERT_TRUE(call->done());
-    ASSERT_TRUE(call->status().ok()) << call->status();
+  for (const ShardAssignment assignment :
+       {ShardAssignment::kBalanced, ShardAssignment::kBackwardOrder}) {
     const absl::StatusOr<Partition> partition =
-        Partition::Create({15, 7}, kPartitionBytes, 2);
+        Partition::Create({15, 7}, kPartitionBytes, 2, assignment);
     ASSERT_TRUE(partition.ok());
-    EXPECT_EQ(call->value().chunk_keys, partition->ChunksOfShard(shard));
-    EXPECT_FALSE(call->value().chunk_keys.empty());
-  }
-}
-
-// The join's shard_assignment picks the rule the shard cuts the model by:
-// in backward order, shard 0 owns the last tensor's chunks.
-TEST_F(AggregatorTest, TheJoinsShardAssignmentCutsTheModel) {
-  for (uint32_t shard = 0; shard < 2; ++shard) {
-    AggregatorOptions options = Options(1);
-    options.shard_index = shard;
-    options.num_shards = 2;
-    auto aggregator = Make(options);
-    RunConfig config = MakeConfig(1, CodecId::kFp32);
-    config.num_shards = 2;
-    config.shard_assignment = ShardAssignment::kBackwardOrder;
-    JoinRequest join = MakeJoin(0, config);
-    join.shard_index = shard;
-    auto call = Join(*aggregator, join);
-    ASSERT_TRUE(call->done());
-    ASSERT_TRUE(call->status().ok()) << call->status();
-    const absl::StatusOr<Partition> partition = Partition::Create(
-        {15, 7}, kPartitionBytes, 2, ShardAssignment::kBackwardOrder);
-    ASSERT_TRUE(partition.ok());
-    EXPECT_EQ(call->value().chunk_keys, partition->ChunksOfShard(shard));
-    const uint32_t last_key =
-        static_cast<uint32_t>(partition->chunks().size() - 1);
-    EXPECT_EQ(std::count(call->value().chunk_keys.begin(),
-                         call->value().chunk_keys.end(), last_key),
-              shard == 0 ? 1 : 0);
+    const bool backward = assignment == ShardAssignment::kBackwardOrder;
+    EXPECT_EQ(partition->chunks()[2].shard, backward ? 0u : 1u);
+    for (uint32_t shard = 0; shard < 2; ++shard) {
+      AggregatorOptions options = Options(1);
+      options.shard_index = shard;
+      options.num_shards = 2;
+      auto aggregator = Make(options);
+      RunConfig config = MakeConfig(1, CodecId::kFp32);
+      config.num_shards = 2;
+      config.shard_assignment = assignment;
+      JoinRequest join = MakeJoin(0, config);
+      join.shard_index = shard;
+      auto call = Join(*aggregator, join);
+      ASSERT_TRUE(call->done());
+      ASSERT_TRUE(call->status().ok()) << call->status();
+      EXPECT_EQ(call->value().chunk_keys, partition->ChunksOfShard(shard))
+          << ShardAssignmentName(assignment) << ", shard " << shard;
+      EXPECT_FALSE(call->value().chunk_keys.empty());
+    }
   }
 }
 

@@ -18,7 +18,6 @@
 
 namespace tern::worker {
 
-using tern::v1::PushPullRequest;
 using tern::v1::PushPullResponse;
 
 TernGradProtocol::~TernGradProtocol() {
@@ -98,15 +97,12 @@ absl::Status TernGradProtocol::RunShard(uint32_t shard, StepRecord* rec) {
                                         /*device_payloads=*/nullptr, rec));
   rec->encode_s += SecondsSince(phase);
 
-  phase = absl::Now();
-  absl::StatusOr<std::vector<PushPullResponse>> pulls =
-      client.PushPull(std::move(pushes));
-  if (!pulls.ok()) return AtStep(step, pulls.status());
-  rec->network_s += SecondsSince(phase);
+  TERN_ASSIGN_OR_RETURN(std::vector<PushPullResponse> pulls,
+                        Exchange(client, step, std::move(pushes), rec));
 
   phase = absl::Now();
   TERN_RETURN_IF_ERROR(
-      DecodeShardPull(client, step, shard, std::move((*pulls)[0]), rec));
+      DecodeShardPull(client, step, shard, std::move(pulls[0]), rec));
   rec->decode_s += SecondsSince(phase);
   return absl::OkStatus();
 }

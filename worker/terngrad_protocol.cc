@@ -92,13 +92,9 @@ absl::Status TernGradProtocol::Step(PsClient& client, uint64_t step,
       EncodePushes(step, device_gradients, scalers, local_scalers, rec));
   rec->encode_s += SecondsSince(phase);
 
-  phase = absl::Now();
-  absl::StatusOr<std::vector<PushPullResponse>> pulls =
-      client.PushPull(std::move(pushes));
-  if (!pulls.ok()) return AtStep(step, pulls.status());
-  rec->network_s += SecondsSince(phase);
-
-  return Apply(client, step, *std::move(pulls), rec);
+  TERN_ASSIGN_OR_RETURN(std::vector<PushPullResponse> pulls,
+                        Exchange(client, step, std::move(pushes), rec));
+  return Apply(client, step, std::move(pulls), rec);
 }
 
 absl::Status TernGradProtocol::CatchUp(PsClient& client, uint64_t step,
@@ -111,12 +107,19 @@ absl::Status TernGradProtocol::CatchUp(PsClient& client, uint64_t step,
     pushes[shard].request.set_worker_id(options_.worker_id);
     pushes[shard].request.set_step(step);
   }
+  TERN_ASSIGN_OR_RETURN(std::vector<PushPullResponse> pulls,
+                        Exchange(client, step, std::move(pushes), rec));
+  return Apply(client, step, std::move(pulls), rec);
+}
+
+absl::StatusOr<std::vector<PushPullResponse>> TernGradProtocol::Exchange(
+    PsClient& client, uint64_t step, Pushes pushes, StepRecord* rec) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<PushPullResponse>> pulls =
       client.PushPull(std::move(pushes));
   if (!pulls.ok()) return AtStep(step, pulls.status());
   rec->network_s += SecondsSince(start);
-  return Apply(client, step, *std::move(pulls), rec);
+  return pulls;
 }
 
 absl::Status TernGradProtocol::Apply(const PsClient& client, uint64_t step,

@@ -120,6 +120,10 @@ class TernGradProtocol : public StepProtocol {
                                StepRecord* record);
   // Step 6.
   void StepOptimizer(double lr);
+  // Sends `pushes` and waits for their answers (PsClient::PushPull), adding
+  // the wait to record->network_s; errors name the step.
+  absl::StatusOr<std::vector<tern::v1::PushPullResponse>> Exchange(
+      PsClient& client, uint64_t step, Pushes pushes, StepRecord* record);
 
   // Gathers the gradients: into the host buffer, or on a GPU into the
   // device buffer, which it returns (fp32 chunks also to the host).
