@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# TernGrad against fp32 run to the end of a decayed schedule, as TernGrad's
+# Figure 3 trains LeNet: the total mini-batch held at 64 (64 / N per worker,
+# "mini-batch size refers to the total mini-batch size"), momentum SGD 0.9,
+# base lr 0.01 decayed polynomially (power 0.5) to 0 at the last step,
+# weight decay 5e-4, Fashion-MNIST here. One `tern launch` per (workers,
+# codec, seed); a run whose summary.json says "ok" is kept, so an
+# interrupted invocation resumes. Then one table: the final test accuracy's
+# mean and spread (half the range) over the seeds, and TernGrad's mean
+# against fp32's.
+#
+#   docs/convergence.sh [--workers "2 4 8 16"] [--codecs "fp32 terngrad"]
+#                       [--seeds "1 2 3"] [--steps N] [--shards S]
+#                       [--out DIR] [--tern PATH] [--table_only]
+#
+# Defaults: the lists above, 3000 steps (the paper runs 10,000; 3000 are
+# 3.2 epochs of Fashion-MNIST at 64 a step, and the schedule reaches 0
+# there), 2 shards, runs/convergence. Needs a built tern (`bazel build -c
+# opt //tern`; copy it aside with --tern while you rebuild) and python3.
+set -euo pipefail
+
+workers_list="2 4 8 16"
+codecs="fp32 terngrad"
+seeds="1 2 3"
+steps=3000
+shards=2
+out=runs/convergence
+tern=bazel-bin/tern/tern
+table_only=""
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "convergence.sh: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --workers) workers_list="$2"; shift 2 ;;
+    --codecs) codecs="$2"; shift 2 ;;
+    --seeds) seeds="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --shards) shards="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --tern) tern="$2"; shift 2 ;;
+    --table_only) table_only=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+for n in $workers_list; do
+  [[ "$n" =~ ^[0-9]+$ ]] && ((n >= 1 && 64 % n == 0)) ||
+    die "--workers: '$n' must divide the total batch of 64"
+done
+command -v python3 >/dev/null || die "python3 is needed for the table"
+
+ok() { grep -q '"status": "ok"' "$1/summary.json" 2>/dev/null; }
+
+if [[ -z "$table_only" ]]; then
+  [[ -x "$tern" ]] || die "$tern is missing; run: bazel build -c opt //tern"
+  for n in $workers_list; do
+    for codec in $codecs; do
+      for seed in $seeds; do
+        run="$out/n$n/$codec/seed$seed"
+        if ok "$run"; then continue; fi
+        rm -rf "$run"
+        mkdir -p "$(dirname "$run")"
+        echo "== $n workers, $codec, seed $seed: $steps steps ($(date +%T))" >&2
+        "$tern" launch --workers "$n" --shards "$shards" --model lenet \
+          --dataset fashion-mnist --batch_size $((64 / n)) --lr 0.01 \
+          --momentum 0.9 --weight_decay 0.0005 --lr_schedule poly \
+          --steps "$steps" --eval_every 0 --seed "$seed" --codec "$codec" \
+          --out_dir "$run" >"$run.log" 2>&1 ||
+          echo "   failed: see $run.log" >&2
+      done
+    done
+  done
+fi
+
+python3 - "$out" "$workers_list" "$codecs" "$seeds" <<'PY'
+import json, os, sys
+root, workers, codecs, seeds = sys.argv[1], *(a.split() for a in sys.argv[2:])
+def accuracy(n, codec, seed):
+    path = os.path.join(root, "n" + n, codec, "seed" + seed, "summary.json")
+    try:
+        s = json.load(open(path))
+    except (OSError, ValueError):
+        return None
+    if s.get("status") != "ok" or not s.get("checksums_agree"):
+        return None
+    return s.get("final_test_accuracy")
+print("| workers | per worker | codec | seeds | test accuracy (mean ± half range) | vs fp32 |")
+print("|---|---|---|---|---|---|")
+for n in workers:
+    means = {}
+    for codec in codecs:
+        acc = [a for a in (accuracy(n, codec, s) for s in seeds) if a is not None]
+        if not acc:
+            print("| %s | %d | %s | 0 of %d | - | |" % (n, 64 // int(n), codec, len(seeds)))
+            continue
+        mean = sum(acc) / len(acc)
+        means[codec] = mean
+        diff = ("%+.2f" % (100 * (mean - means["fp32"]))
+                if codec != "fp32" and "fp32" in means else "")
+        print("| %s | %d | %s | %d of %d | %.2f%% ± %.2f | %s |" % (
+            n, 64 // int(n), codec, len(acc), len(seeds), 100 * mean,
+            50 * (max(acc) - min(acc)), diff))
+PY
