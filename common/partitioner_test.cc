@@ -121,7 +121,9 @@ TEST(PartitionerTest, BackwardOrderRunsAreContiguousAndBalanced) {
     for (size_t key = 0; key < chunks.size(); ++key) {
       largest_chunk = std::max(largest_chunk, chunks[key].num_elements);
       // Higher keys never sit on a higher shard than lower ones.
-      if (key > 0) EXPECT_GE(chunks[key - 1].shard, chunks[key].shard);
+      if (key > 0) {
+        EXPECT_GE(chunks[key - 1].shard, chunks[key].shard);
+      }
     }
     const uint64_t share = partition->total_elements() / shards;
     for (uint32_t s = 0; s < shards; ++s) {
