@@ -12,18 +12,6 @@ namespace {
 constexpr int kMaxCodec = static_cast<int>(kernels::CodecId::kInt8);
 constexpr int kMaxLayout = static_cast<int>(kernels::kLastLayout);
 
-// Every field but the data, which the two PayloadToWire overloads copy or
-// move.
-void HeaderToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
-  out->set_codec(static_cast<tern::v1::Codec>(payload.codec));
-  out->set_layout(static_cast<tern::v1::Layout>(payload.layout));
-  out->set_format_version(payload.format_version);
-  out->set_num_elements(payload.num_elements);
-  out->set_num_summands(payload.num_summands);
-  out->mutable_scalers()->Assign(payload.scalers.begin(),
-                                 payload.scalers.end());
-}
-
 }  // namespace
 
 absl::StatusOr<kernels::CodecId> CodecFromWire(int value) {
@@ -61,13 +49,24 @@ absl::StatusOr<kernels::Payload> PayloadFromWire(tern::v1::Payload&& wire) {
   return payload;
 }
 
+void PayloadHeaderToWire(const kernels::Payload& payload,
+                         tern::v1::Payload* out) {
+  out->set_codec(static_cast<tern::v1::Codec>(payload.codec));
+  out->set_layout(static_cast<tern::v1::Layout>(payload.layout));
+  out->set_format_version(payload.format_version);
+  out->set_num_elements(payload.num_elements);
+  out->set_num_summands(payload.num_summands);
+  out->mutable_scalers()->Assign(payload.scalers.begin(),
+                                 payload.scalers.end());
+}
+
 void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out) {
-  HeaderToWire(payload, out);
+  PayloadHeaderToWire(payload, out);
   out->set_data(payload.data);
 }
 
 void PayloadToWire(kernels::Payload&& payload, tern::v1::Payload* out) {
-  HeaderToWire(payload, out);
+  PayloadHeaderToWire(payload, out);
   *out->mutable_data() = std::move(payload.data);
 }
 

@@ -35,6 +35,10 @@ absl::StatusOr<kernels::Payload> PayloadFromWire(tern::v1::Payload&& wire);
 // encoded payload is not needed after it is on the wire).
 void PayloadToWire(const kernels::Payload& payload, tern::v1::Payload* out);
 void PayloadToWire(kernels::Payload&& payload, tern::v1::Payload* out);
+// Every field but the data (which a caller writes on its own, as
+// server/push_reply_bytes.h writes it straight into an answer's bytes).
+void PayloadHeaderToWire(const kernels::Payload& payload,
+                         tern::v1::Payload* out);
 
 // The codec payload bytes of a payload: its data plus 4 bytes per scaler,
 // without protobuf framing (what the metrics call push/pull bytes).

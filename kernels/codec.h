@@ -96,8 +96,17 @@ class Aggregation {
   // nothing (the server answers retries from its own record).
   virtual absl::Status Add(uint32_t worker, const Payload& push) = 0;
   // The payload every worker pulls, once all num_workers pushes were added
-  // (FAILED_PRECONDITION before). Calling it again returns the same payload.
+  // (FAILED_PRECONDITION before). It moves out: a second call is
+  // FAILED_PRECONDITION, so that the pull is never copied (the shard answers
+  // every worker from the one it takes).
   virtual absl::StatusOr<Payload> Finish() = 0;
+
+ protected:
+  // What a second Finish answers.
+  static absl::Status AlreadyFinished() {
+    return absl::FailedPreconditionError(
+        "the pull was already taken: Finish moves it out once");
+  }
 };
 
 class Codec {

@@ -105,17 +105,21 @@ void FloatAggregation::AddInOrder(absl::Span<const float> values) {
 }
 
 absl::StatusOr<Payload> FloatAggregation::Finish() {
-  if (result_.has_value()) return *result_;
+  if (finished_) return AlreadyFinished();
   if (num_workers_ == 0 || num_added_ < num_workers_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%d of %d pushes added", num_added_, num_workers_));
   }
-  const float count = static_cast<float>(num_workers_);
-  ForEachBlocked(sum_.size(), [&](size_t i) { sum_[i] /= count; });
-  result_.emplace(encode_pull_(sum_, num_workers_));
+  // x / 1 is x: one worker's sum is its average without a pass over it.
+  if (num_workers_ > 1) {
+    const float count = static_cast<float>(num_workers_);
+    ForEachBlocked(sum_.size(), [&](size_t i) { sum_[i] /= count; });
+  }
+  absl::StatusOr<Payload> pull = encode_pull_(sum_, num_workers_);
   std::vector<float>().swap(sum_);
   std::vector<float>().swap(scratch_);
-  return *result_;
+  finished_ = true;
+  return pull;
 }
 
 std::unique_ptr<Aggregation> NewReencodingAggregation(

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,7 +57,7 @@ class FloatAggregation final : public Aggregation {
   std::vector<float> sum_;
   std::vector<std::vector<float>> waiting_;  // per worker, decoded
   std::vector<float> scratch_;
-  std::optional<absl::StatusOr<Payload>> result_;
+  bool finished_ = false;  // Finish moved the pull out
 };
 
 // The aggregation of a codec that is not Summable() (DESIGN section 6):

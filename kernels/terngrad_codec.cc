@@ -72,7 +72,7 @@ class TernGradAggregation final : public Aggregation {
   }
 
   absl::StatusOr<Payload> Finish() override {
-    if (result_.has_value()) return *result_;
+    if (finished_) return AlreadyFinished();
     if (num_workers_ == 0 || num_workers_ > kMaxSummands) {
       return absl::FailedPreconditionError(
           absl::StrFormat("%d workers: TernGrad sums need 1 to %d",
@@ -97,8 +97,8 @@ class TernGradAggregation final : public Aggregation {
                                                 pull_layout_)));
     }
     std::vector<int32_t>().swap(sums_);
-    result_ = std::move(pull);
-    return *result_;
+    finished_ = true;
+    return pull;
   }
 
  private:
@@ -111,7 +111,7 @@ class TernGradAggregation final : public Aggregation {
   uint32_t num_added_ = 0;
   std::optional<float> scaler_;  // the first accepted push's
   std::vector<int32_t> sums_;    // allocated by the first push
-  std::optional<Payload> result_;
+  bool finished_ = false;        // Finish moved the pull out
 };
 
 }  // namespace

@@ -76,10 +76,6 @@
 
 namespace tern::server {
 
-// One push's answer, shared by every waiter for it (the same alias as
-// server/push_pull.h's; both name the one type, so either may be included).
-using PushAnswer = std::shared_ptr<const PushReply>;
-
 // The `worker` field of the stream the LPS ternarizes worker i's weights
 // with at step t: (seed, t, chunk, kWeightStreamBit | i). The bit keeps
 // the draws apart from the worker's own gradient draws (seed, t, chunk, i).

@@ -22,7 +22,16 @@ LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers,
                        ? nullptr
                        : std::make_unique<ShardMetrics>(
                              own_registry_, ShardMetrics::LpsLabels(0))),
-      metrics_(metrics != nullptr ? metrics : own_metrics_.get()) {}
+      metrics_(metrics != nullptr ? metrics : own_metrics_.get()),
+      push_pull_(
+          [this](grpc::CallbackServerContext* context,
+                 grpc::ServerUnaryReactor* reactor, uint32_t worker) {
+            return Admit(context, reactor, "PushPull", worker);
+          },
+          [this](const PushRequest& request, core::Callback<PushAnswer> done) {
+            lps_->PushPull(request, std::move(done));
+          },
+          &refusals_, metrics_) {}
 
 bool LpsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,
@@ -86,42 +95,9 @@ grpc::ServerUnaryReactor* LpsService::ShareScalers(
 }
 
 grpc::ServerUnaryReactor* LpsService::PushPull(
-    grpc::CallbackServerContext* context,
-    const tern::v1::PushPullRequest* request,
-    tern::v1::PushPullResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time arrived = absl::Now();
-  metrics_->Received(request->ByteSizeLong());
-  if (!Admit(context, reactor, "PushPull", request->worker_id())) {
-    metrics_->Rejected(absl::PermissionDeniedError("not admitted"));
-    return reactor;
-  }
-  // The payload moves out of the request, which gRPC keeps until a held
-  // answer goes: as in PsService::PushPull (server/ps_service.cc), where
-  // the reasons it is sound are given.
-  absl::StatusOr<PushRequest> push =
-      TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
-  if (!push.ok()) {
-    refusals_.WarnCall(context->peer(), "PushPull", push.status(),
-                       "push of worker {} for step {} refused: {}",
-                       request->worker_id(), request->step(),
-                       std::string(push.status().message()));
-    metrics_->Rejected(push.status());
-    reactor->Finish(ToGrpcStatus(push.status()));
-    return reactor;
-  }
-  lps_->PushPull(*push, [reactor, response, arrived, metrics = metrics_](
-                            absl::StatusOr<PushAnswer> answer) {
-    if (!answer.ok()) {
-      metrics->Rejected(answer.status());
-      reactor->Finish(ToGrpcStatus(answer.status()));
-      return;
-    }
-    PushToWire(**answer, response);
-    metrics->Answered(absl::Now() - arrived, response->ByteSizeLong());
-    reactor->Finish(grpc::Status::OK);
-  });
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return push_pull_.Serve(context, request, response);
 }
 
 grpc::ServerUnaryReactor* LpsService::CheckParams(

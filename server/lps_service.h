@@ -20,12 +20,16 @@
 #include "common/net/peer_identity.h"
 #include "common/refusal_log.h"
 #include "server/local_ps.h"
+#include "server/push_pull_call.h"
 #include "server/shard_metrics.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::server {
 
-class LpsService final : public tern::v1::ParameterServer::CallbackService {
+// PushPull is served raw (server/push_pull_call.h), the rest typed.
+class LpsService final
+    : public tern::v1::ParameterServer::WithRawCallbackMethod_PushPull<
+          tern::v1::ParameterServer::CallbackService> {
  public:
   // `peers`: who may call (PeerPolicy::For the server's TLS and --run_id);
   // under mTLS every method's caller must be worker
@@ -48,10 +52,9 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
       grpc::CallbackServerContext* context,
       const tern::v1::ShareScalersRequest* request,
       tern::v1::ShareScalersResponse* response) override;
-  grpc::ServerUnaryReactor* PushPull(
-      grpc::CallbackServerContext* context,
-      const tern::v1::PushPullRequest* request,
-      tern::v1::PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* CheckParams(
       grpc::CallbackServerContext* context,
       const tern::v1::CheckParamsRequest* request,
@@ -74,6 +77,7 @@ class LpsService final : public tern::v1::ParameterServer::CallbackService {
   prometheus::Registry own_registry_;
   std::unique_ptr<ShardMetrics> own_metrics_;
   ShardMetrics* const metrics_;
+  PushPullCall push_pull_;
 };
 
 }  // namespace tern::server

@@ -192,6 +192,10 @@ struct PushReply {
   uint64_t param_checksum = 0;
 };
 
+// A step's answer, shared by every call it answers (a shard's workers, a
+// duplicate push), never copied.
+using PushAnswer = std::shared_ptr<const PushReply>;
+
 }  // namespace tern::server
 
 #endif  // TERN_SERVER_MESSAGES_H_

@@ -38,7 +38,16 @@ PsService::PsService(Aggregator* aggregator, Logger logger,
                        ? nullptr
                        : std::make_unique<ShardMetrics>(
                              own_registry_, ShardMetrics::ShardLabels(0))),
-      metrics_(metrics != nullptr ? metrics : own_metrics_.get()) {}
+      metrics_(metrics != nullptr ? metrics : own_metrics_.get()),
+      push_pull_(
+          [this](grpc::CallbackServerContext* context,
+                 grpc::ServerUnaryReactor* reactor, uint32_t worker) {
+            return Admit(context, reactor, "PushPull", worker);
+          },
+          [this](const PushRequest& request, core::Callback<PushAnswer> done) {
+            aggregator_->PushPull(request, std::move(done));
+          },
+          &refusals_, metrics_) {}
 
 bool PsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,
@@ -99,48 +108,19 @@ grpc::ServerUnaryReactor* PsService::ShareScalers(
 }
 
 grpc::ServerUnaryReactor* PsService::PushPull(
-    grpc::CallbackServerContext* context,
-    const tern::v1::PushPullRequest* request,
-    tern::v1::PushPullResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time arrived = absl::Now();
-  metrics_->Received(request->ByteSizeLong());
-  if (!Admit(context, reactor, "PushPull", request->worker_id())) {
-    metrics_->Rejected(absl::PermissionDeniedError("not admitted"));
-    return reactor;
-  }
-  // gRPC keeps the request until Finish, which for a push held at the
-  // barrier (a duplicate too) comes when the step completes: its payload
-  // moves into `push`, which dies when this method returns, so that a
-  // pending push holds none (issue 14). Writing to it is sound: the const
-  // is the API's, not the object's (gRPC creates the request in its
-  // MessageHolder), and for a unary method gRPC reads it only before it
-  // calls this method; after, it only destroys it. (gRPC's own early
-  // release, a MessageAllocator whose holder frees the request in
-  // FreeRequest, would still copy the bytes first.)
-  absl::StatusOr<PushRequest> push =
-      TakePushFromWire(const_cast<tern::v1::PushPullRequest*>(request));
-  if (!push.ok()) {
-    refusals_.WarnCall(context->peer(), "PushPull", push.status(),
-                       "push of worker {} for step {} refused: {}",
-                       request->worker_id(), request->step(),
-                       std::string(push.status().message()));
-    metrics_->Rejected(push.status());
-    reactor->Finish(ToGrpcStatus(push.status()));
-    return reactor;
-  }
-  aggregator_->PushPull(*push, [reactor, response, arrived, metrics = metrics_](
-                                   absl::StatusOr<PushAnswer> answer) {
-    if (!answer.ok()) {
-      metrics->Rejected(answer.status());
-      reactor->Finish(ToGrpcStatus(answer.status()));
-      return;
-    }
-    PushToWire(**answer, response);
-    metrics->Answered(absl::Now() - arrived, response->ByteSizeLong());
-    reactor->Finish(grpc::Status::OK);
-  });
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return push_pull_.Serve(context, request, response);
+}
+
+void PsService::SetPushPullAllocator(
+    grpc::MessageAllocator<grpc::ByteBuffer, grpc::ByteBuffer>* allocator) {
+  // Method 2 of tern.v1.ParameterServer, the index the generated
+  // WithRawCallbackMethod_PushPull registers its handler under.
+  static_cast<grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer,
+                                                   grpc::ByteBuffer>*>(
+      GetHandler(2))
+      ->SetMessageAllocator(allocator);
 }
 
 grpc::ServerUnaryReactor* PsService::CheckParams(

@@ -20,12 +20,16 @@
 #include "common/net/peer_identity.h"
 #include "common/refusal_log.h"
 #include "server/aggregator.h"
+#include "server/push_pull_call.h"
 #include "server/shard_metrics.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::server {
 
-class PsService final : public tern::v1::ParameterServer::CallbackService {
+// PushPull is served raw (server/push_pull_call.h), the rest typed.
+class PsService final
+    : public tern::v1::ParameterServer::WithRawCallbackMethod_PushPull<
+          tern::v1::ParameterServer::CallbackService> {
  public:
   // `peers`: who may call (PeerPolicy::For the server's TLS and --run_id);
   // under mTLS every method's caller must be worker <worker_id field>,
@@ -44,10 +48,15 @@ class PsService final : public tern::v1::ParameterServer::CallbackService {
       grpc::CallbackServerContext* context,
       const tern::v1::ShareScalersRequest* request,
       tern::v1::ShareScalersResponse* response) override;
-  grpc::ServerUnaryReactor* PushPull(
-      grpc::CallbackServerContext* context,
-      const tern::v1::PushPullRequest* request,
-      tern::v1::PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  // Where PushPull's request and response buffers live (gRPC's
+  // MessageAllocator, which gRPC generates a setter for only for typed
+  // methods). Before the server starts; the allocator must outlive it.
+  // The tests use it to see what a call waiting at the barrier holds.
+  void SetPushPullAllocator(
+      grpc::MessageAllocator<grpc::ByteBuffer, grpc::ByteBuffer>* allocator);
   grpc::ServerUnaryReactor* CheckParams(
       grpc::CallbackServerContext* context,
       const tern::v1::CheckParamsRequest* request,
@@ -74,6 +83,7 @@ class PsService final : public tern::v1::ParameterServer::CallbackService {
   prometheus::Registry own_registry_;
   std::unique_ptr<ShardMetrics> own_metrics_;
   ShardMetrics* const metrics_;
+  PushPullCall push_pull_;
 };
 
 }  // namespace tern::server

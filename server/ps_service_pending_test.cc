@@ -4,8 +4,9 @@
 //
 // gRPC keeps a call's request until the call is answered. The test gives
 // the service's PushPull an allocator of its own (gRPC's MessageAllocator
-// API), so that it can look at the requests gRPC holds while the calls
-// wait at the barrier.
+// API; PushPull is served raw, so the requests are byte buffers), so that
+// it can look at the requests gRPC holds while the calls wait at the
+// barrier.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -24,7 +25,6 @@
 #include "absl/types/span.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
-#include "core/wire.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/message_allocator.h"
 #include "gtest/gtest.h"
@@ -36,14 +36,12 @@
 namespace tern::server {
 namespace {
 
-using PushMessages =
-    grpc::MessageHolder<tern::v1::PushPullRequest, tern::v1::PushPullResponse>;
+using PushMessages = grpc::MessageHolder<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 // The PushPull requests and responses of the service, each call's in a
 // holder that lives until gRPC releases it, after the call is done.
 class RecordingAllocator
-    : public grpc::MessageAllocator<tern::v1::PushPullRequest,
-                                    tern::v1::PushPullResponse> {
+    : public grpc::MessageAllocator<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   PushMessages* AllocateMessages() override {
     auto holder = std::make_unique<Holder>(this);
@@ -53,20 +51,17 @@ class RecordingAllocator
     return messages;
   }
 
-  // The requests gRPC holds, and the payload bytes in them. Read only
-  // while no call is being received: gRPC does not know the test reads.
+  // The requests gRPC holds, and the bytes in them. Read only while no
+  // call is being received: gRPC does not know the test reads.
   size_t live() const {
     absl::MutexLock lock(&mu_);
     return live_.size();
   }
-  uint64_t HeldPayloadBytes() const {
+  uint64_t HeldRequestBytes() const {
     absl::MutexLock lock(&mu_);
     uint64_t bytes = 0;
     for (const auto& [messages, holder] : live_) {
-      for (const tern::v1::ChunkPayload& chunk :
-           messages->request()->chunks()) {
-        bytes += core::PayloadBytes(chunk.payload());
-      }
+      bytes += messages->request()->Length();
     }
     return bytes;
   }
@@ -83,8 +78,8 @@ class RecordingAllocator
 
    private:
     RecordingAllocator* const owner_;
-    tern::v1::PushPullRequest request_;
-    tern::v1::PushPullResponse response_;
+    grpc::ByteBuffer request_;
+    grpc::ByteBuffer response_;
   };
 
   void Destroy(Holder* messages) {
@@ -158,7 +153,7 @@ class PendingPushTest : public ::testing::Test {
     aggregator_ = *Aggregator::Create(options, MakeNullLogger());
     service_ = std::make_unique<PsService>(aggregator_.get(), MakeNullLogger(),
                                            net::PeerPolicy{});
-    service_->SetMessageAllocatorFor_PushPull(&allocator_);
+    service_->SetPushPullAllocator(&allocator_);
     net::ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
     absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
@@ -249,8 +244,8 @@ TEST_F(PendingPushTest, DuplicatesWaitWithoutPayloadAndGetTheStepsAnswer) {
   // (The service's aggregator call returned before the call was counted
   // as waiting, under the aggregator's lock: what it did is seen here.)
   EXPECT_EQ(allocator_.live(), 1 + kDuplicates);
-  EXPECT_EQ(allocator_.HeldPayloadBytes(), 0u)
-      << "a pending push keeps its payload until the step completes";
+  EXPECT_EQ(allocator_.HeldRequestBytes(), 0u)
+      << "a pending push keeps its bytes until the step completes";
   for (const auto& call : pending_) EXPECT_FALSE(call->done.HasBeenNotified());
 
   // Worker 1 completes the step: everyone gets its answer, the duplicates

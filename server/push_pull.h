@@ -33,8 +33,6 @@
 
 namespace tern::server {
 
-using PushAnswer = std::shared_ptr<const PushReply>;
-
 // A push's chunks matched to the shard's, in the push's order.
 struct MatchedPush {
   std::vector<ShardChunk*> chunks;

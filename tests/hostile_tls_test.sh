@@ -10,6 +10,8 @@
 #   worker 1's certificate joining with another run id -> PERMISSION_DENIED,
 #     and the run is not configured by it;
 #   worker 1's certificate pushing as worker 0 -> PERMISSION_DENIED;
+#   worker 1 sending PushPull bytes that are no PushPullRequest ->
+#     INVALID_ARGUMENT, and the run goes on;
 #   the global server's and a shard's certificate sending CheckParams as
 #     worker 0 -> PERMISSION_DENIED;
 #   a Join of 2^31 chunks from worker 1 -> FAILED_PRECONDITION.
@@ -116,6 +118,7 @@ attack FAILED_PRECONDITION join_huge $(identity "$TMP/tls" worker-1) --worker 1 
 grep -q "configured" "$TMP/attacked.log" && fail "an attacker's join configured the shard"
 start_workers attacked "$STEPS"
 attack PERMISSION_DENIED push $(identity "$TMP/tls" worker-1) --worker 0
+attack INVALID_ARGUMENT garbage_push $(identity "$TMP/tls" worker-1) --worker 1
 attack PERMISSION_DENIED check $(identity "$TMP/tls" global) --worker 0
 attack PERMISSION_DENIED check $(identity "$TMP/tls" ps-0) --worker 0
 

@@ -5,8 +5,9 @@ Python speaking the .proto contract (tern.v1.ParameterServer).
   attack.py ADDRESS CALL [--pb DIR] [--ca CA --cert CERT --key KEY]
             [--worker N] [--run_id R] [--chunks N] [--repeat N]
 
-CALL is join, join_huge (a tiny Join declaring 2^31 chunks), push, check,
-or dup_push: join as both workers of an fp32 run of --elements floats,
+CALL is join, join_huge (a tiny Join declaring 2^31 chunks), push,
+garbage_push (PushPull bytes that are no PushPullRequest), check, or
+dup_push: join as both workers of an fp32 run of --elements floats,
 push worker 0's step 0 and --duplicates copies of it, --spacing_s apart,
 which wait at the barrier, then worker 1's push, which answers them all
 (one code per call); or nan_push: join as the one worker (--num_workers 1)
@@ -23,8 +24,9 @@ import time
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("address")
-    parser.add_argument("call", choices=["join", "join_huge", "push", "check",
-                                         "dup_push", "nan_push"])
+    parser.add_argument("call", choices=["join", "join_huge", "push",
+                                         "garbage_push", "check", "dup_push",
+                                         "nan_push"])
     parser.add_argument("--elements", type=int, default=12_500_000)
     parser.add_argument("--duplicates", type=int, default=20)
     parser.add_argument("--spacing_s", type=float, default=0.3)
@@ -152,6 +154,12 @@ def nan_push(pb, args, chan):
         return [error.code().name], error.details()
 
 
+class RawBytes(bytes):
+    """Bytes sent as they are, where a message would be serialized."""
+    def SerializeToString(self):
+        return bytes(self)
+
+
 def build_call(pb, args):
     if args.call in ("join", "join_huge"):
         return "Join", join_request(pb, args, args.call == "join_huge"), \
@@ -165,6 +173,9 @@ def build_call(pb, args):
         chunk.payload.scalers.append(1.0)
         chunk.payload.data = b"\0" * 3
         return "PushPull", request, pb.PushPullResponse
+    if args.call == "garbage_push":
+        # A chunks field (2) announcing 65535 bytes that never come.
+        return "PushPull", RawBytes(b"\x12\xff\xff\x03"), pb.PushPullResponse
     return "CheckParams", pb.CheckParamsRequest(
         worker_id=args.worker, step=0, param_checksum=1), \
         pb.CheckParamsResponse

@@ -1,0 +1,89 @@
+#include "server/push_reply_bytes.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/wire.h"
+
+namespace tern::server {
+namespace {
+
+// What the services sent before: PushToWire's message, serialized.
+std::string ViaMessage(const PushReply& reply) {
+  tern::v1::PushPullResponse wire;
+  PushToWire(reply, &wire);
+  return wire.SerializeAsString();
+}
+
+std::string Written(const PushReply& reply) {
+  const PushReplyBytes writer(reply);
+  std::string bytes(writer.size(), '\xee');
+  writer.WriteTo(reinterpret_cast<uint8_t*>(bytes.data()));
+  return bytes;
+}
+
+kernels::Payload Fp32(size_t bytes) {
+  kernels::Payload payload;
+  payload.codec = kernels::CodecId::kFp32;
+  payload.layout = kernels::Layout::kRaw;
+  payload.num_elements = bytes / 4;
+  payload.data.resize(bytes);
+  for (size_t i = 0; i < bytes; ++i) payload.data[i] = static_cast<char>(i * 7);
+  return payload;
+}
+
+kernels::Payload TernarySum() {
+  kernels::Payload payload;
+  payload.codec = kernels::CodecId::kTernGrad;
+  payload.layout = kernels::Layout::kSumHuffman;
+  payload.num_elements = 1000;
+  payload.num_summands = 4;
+  payload.scalers = {0.125f, -3.5e-20f};
+  payload.data = std::string("\x00\x01\xff\x80", 4);
+  return payload;
+}
+
+TEST(PushReplyBytesTest, EqualsTheSerializedMessage) {
+  std::vector<PushReply> replies(5);
+  // [0]: every field at zero; nothing to write.
+  replies[1].step = 1;                                   // a one-byte varint
+  replies[1].chunks.push_back({0, kernels::Payload{}});  // key 0, all empty
+  replies[2].step = uint64_t{1} << 40;
+  replies[2].chunks.push_back({3, TernarySum()});
+  replies[2].chunks.push_back({0, Fp32(8)});
+  replies[2].param_checksum = 0xfedcba9876543210;
+  // Lengths whose varints take 2 and 3 bytes, and a large key.
+  replies[3].step = 77;
+  replies[3].chunks.push_back({200, Fp32(200)});
+  replies[3].chunks.push_back({1u << 31, Fp32(70000)});
+  // A chunk whose data is larger than 2^21 bytes (a 4-byte length).
+  replies[4].step = 5;
+  replies[4].chunks.push_back({9, Fp32((size_t{1} << 21) + 12)});
+  replies[4].param_checksum = 1;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    const std::string want = ViaMessage(replies[i]);
+    const std::string got = Written(replies[i]);
+    EXPECT_EQ(got.size(), want.size()) << "reply " << i;
+    EXPECT_TRUE(got == want) << "reply " << i << " differs";
+    // And a worker reads it back as the reply.
+    tern::v1::PushPullResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(got)) << "reply " << i;
+    absl::StatusOr<PushReply> back = PushReplyFromWire(parsed);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->step, replies[i].step);
+    EXPECT_EQ(back->param_checksum, replies[i].param_checksum);
+    ASSERT_EQ(back->chunks.size(), replies[i].chunks.size());
+    for (size_t c = 0; c < back->chunks.size(); ++c) {
+      EXPECT_EQ(back->chunks[c].chunk_key, replies[i].chunks[c].chunk_key);
+      EXPECT_TRUE(back->chunks[c].payload.data ==
+                  replies[i].chunks[c].payload.data);
+      EXPECT_EQ(back->chunks[c].payload.scalers,
+                replies[i].chunks[c].payload.scalers);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::server
