@@ -23,15 +23,8 @@ LpsService::LpsService(LocalPs* lps, Logger logger, net::PeerPolicy peers,
                        : std::make_unique<ShardMetrics>(
                              own_registry_, ShardMetrics::LpsLabels(0))),
       metrics_(metrics != nullptr ? metrics : own_metrics_.get()),
-      push_pull_(
-          [this](grpc::CallbackServerContext* context,
-                 grpc::ServerUnaryReactor* reactor, uint32_t worker) {
-            return Admit(context, reactor, "PushPull", worker);
-          },
-          [this](const PushRequest& request, core::Callback<PushAnswer> done) {
-            lps_->PushPull(request, std::move(done));
-          },
-          &refusals_, metrics_) {}
+      push_pull_([this](auto... call) { return Admit(call...); },
+                 PushPullCall::HandleOf(lps_), &refusals_, metrics_) {}
 
 bool LpsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,

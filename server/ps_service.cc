@@ -39,15 +39,8 @@ PsService::PsService(Aggregator* aggregator, Logger logger,
                        : std::make_unique<ShardMetrics>(
                              own_registry_, ShardMetrics::ShardLabels(0))),
       metrics_(metrics != nullptr ? metrics : own_metrics_.get()),
-      push_pull_(
-          [this](grpc::CallbackServerContext* context,
-                 grpc::ServerUnaryReactor* reactor, uint32_t worker) {
-            return Admit(context, reactor, "PushPull", worker);
-          },
-          [this](const PushRequest& request, core::Callback<PushAnswer> done) {
-            aggregator_->PushPull(request, std::move(done));
-          },
-          &refusals_, metrics_) {}
+      push_pull_([this](auto... call) { return Admit(call...); },
+                 PushPullCall::HandleOf(aggregator_), &refusals_, metrics_) {}
 
 bool PsService::Admit(grpc::CallbackServerContext* context,
                    grpc::ServerUnaryReactor* reactor, const char* method,

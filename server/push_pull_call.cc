@@ -46,7 +46,7 @@ grpc::ServerUnaryReactor* PushPullCall::Serve(
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  if (!admit_(context, reactor, wire.worker_id())) {
+  if (!admit_(context, reactor, "PushPull", wire.worker_id())) {
     metrics_->Rejected(absl::PermissionDeniedError("not admitted"));
     return reactor;
   }

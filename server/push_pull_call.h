@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -30,14 +31,23 @@ namespace tern::server {
 
 class PushPullCall {
  public:
-  // Whether the caller may push as worker `worker`; when not, it has logged
-  // that and finished the call (the services' Admit).
-  using Admit =
-      std::function<bool(grpc::CallbackServerContext* context,
-                         grpc::ServerUnaryReactor* reactor, uint32_t worker)>;
+  // Whether the caller may call `method` as worker `worker`; when not, it
+  // has logged that and finished the call (the services' Admit).
+  using Admit = std::function<bool(grpc::CallbackServerContext* context,
+                                   grpc::ServerUnaryReactor* reactor,
+                                   const char* method, uint32_t worker)>;
   // The Aggregator's or the LocalPs's PushPull.
   using Handle = std::function<void(const PushRequest& request,
                                     core::Callback<PushAnswer> done)>;
+
+  // The Handle of `target`'s PushPull (borrowed).
+  template <typename Target>
+  static Handle HandleOf(Target* target) {
+    return
+        [target](const PushRequest& request, core::Callback<PushAnswer> done) {
+          target->PushPull(request, std::move(done));
+        };
+  }
 
   // `refusals` and `metrics` are borrowed and must outlive this; so must
   // this every call it serves (the services own it).
