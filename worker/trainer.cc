@@ -26,8 +26,12 @@ namespace {
 
 // How often a progress line is logged when no evaluation happens.
 constexpr absl::Duration kProgressEvery = absl::Seconds(10);
-// The test set is evaluated in batches of this many examples.
-constexpr int64_t kEvalBatch = 1000;
+// The test set is evaluated in batches of this many examples. Small enough
+// that a batch's activations (LeNet's first: 250 x 20 x 24 x 24 floats,
+// 11 MiB) stay under glibc's 32 MiB ceiling for serving a block from the heap:
+// at 1000 each of them was a fresh mmap whose pages were faulted in again
+// every batch, and lps_protocol_test's 3-step cases took twice as long.
+constexpr int64_t kEvalBatch = 250;
 // Recoveries in a row without a completed step before Run gives up: a
 // server that refuses every step after a rejoin would loop for ever.
 constexpr int kMaxRecoveries = 10;
