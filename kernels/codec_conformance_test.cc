@@ -797,6 +797,13 @@ TEST_P(AggregationTest, DuplicatesEarlyFinishAndBadPushesChangeNothing) {
       bad.format_version = 2;
       EXPECT_EQ(aggregation->Add(w, bad).code(),
                 absl::StatusCode::kInvalidArgument);
+      // One whose data is cut short, refused only once its data is read.
+      bad = s.pushes[w];
+      if (!bad.data.empty()) {
+        bad.data.pop_back();
+        EXPECT_EQ(aggregation->Add(w, bad).code(),
+                  absl::StatusCode::kInvalidArgument);
+      }
       ASSERT_TRUE(aggregation->Add(w, s.pushes[w]).ok());
       // Then duplicates, of the same push and of another worker's.
       EXPECT_EQ(aggregation->Add(w, s.pushes[w]).code(),

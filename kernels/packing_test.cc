@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/terngrad.h"
@@ -137,6 +138,7 @@ TEST_P(TernaryRoundTripTest, PackMatchesTheReferenceAndUnpacks) {
   const std::vector<uint8_t> packed = Pack(codes, layout);
   EXPECT_EQ(packed, layout == Layout::kTernary2Bit ? ReferenceTwoBit(codes)
                                                    : ReferenceBase3(codes));
+  EXPECT_TRUE(CheckTernaryCodes(packed, n, layout).ok());
   std::vector<int8_t> unpacked(n, 7);
   ASSERT_TRUE(UnpackTernary(packed, n, layout, absl::MakeSpan(unpacked)).ok());
   EXPECT_EQ(std::vector<int>(unpacked.begin(), unpacked.end()), codes);
@@ -155,6 +157,13 @@ TEST_P(TernaryRoundTripTest, AccumulateAddsCodesAndDecodeScales) {
   }
   EXPECT_EQ(sums, want);
 
+  const std::vector<int> first = RandomCodes(n, 30);
+  std::vector<int32_t> assigned(n, 9);
+  ASSERT_TRUE(
+      AssignTernary(Pack(first, layout), n, layout, absl::MakeSpan(assigned))
+          .ok());
+  EXPECT_EQ(assigned, std::vector<int32_t>(first.begin(), first.end()));
+
   const std::vector<int> codes = RandomCodes(n, 20);
   std::vector<float> decoded(n, -9.0f);
   ASSERT_TRUE(DecodeTernary(Pack(codes, layout), n, layout, 0.75f,
@@ -170,7 +179,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          Layout::kTernaryBase3)));
 
 // Every way a ternary payload can be wrong, checked through
-// AccumulateTernary, which must leave the sums untouched.
+// AccumulateTernary, which must leave the sums untouched, and through every
+// other reader (CheckTernaryCodes where the expected count is the payload's
+// own: it is given no other).
 void ExpectRejected(const std::vector<uint8_t>& packed, uint64_t n,
                     Layout layout, size_t out_size, const std::string& why) {
   std::vector<int32_t> sums(out_size, 3);
@@ -179,11 +190,17 @@ void ExpectRejected(const std::vector<uint8_t>& packed, uint64_t n,
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << why;
   EXPECT_THAT(std::string(status.message()), HasSubstr(why));
   EXPECT_EQ(sums, std::vector<int32_t>(out_size, 3)) << why;
+  EXPECT_FALSE(AssignTernary(packed, n, layout, absl::MakeSpan(sums)).ok());
+  EXPECT_EQ(sums, std::vector<int32_t>(out_size, 3)) << why;
   std::vector<int8_t> codes(out_size);
   EXPECT_FALSE(UnpackTernary(packed, n, layout, absl::MakeSpan(codes)).ok());
   std::vector<float> values(out_size);
   EXPECT_FALSE(
       DecodeTernary(packed, n, layout, 1.0f, absl::MakeSpan(values)).ok());
+  if (n == out_size) {
+    EXPECT_THAT(std::string(CheckTernaryCodes(packed, n, layout).message()),
+                HasSubstr(why));
+  }
 }
 
 TEST(TernaryLayoutTest, RejectsMalformedTwoBit) {
@@ -227,6 +244,26 @@ TEST(TernaryLayoutTest, RejectsMalformedBase3) {
   EXPECT_TRUE(
       AccumulateTernary(padded, 1003, layout, absl::MakeSpan(sums)).ok());
   ExpectRejected(good, 1003, layout, 1004, "has 1003 elements, want 1004");
+}
+
+// The check reads eight bytes at a time and the rest one by one: every
+// byte value at every position of a word and of the tail is judged alone.
+TEST(TernaryLayoutTest, Base3ChecksEveryByteValueAtEveryPosition) {
+  const Layout layout = Layout::kTernaryBase3;
+  const uint64_t n = 5 * 13;  // 13 bytes: one word, then five more
+  for (size_t at = 0; at < 13; ++at) {
+    for (int value = 0; value < 256; ++value) {
+      std::vector<uint8_t> packed(13, 242);
+      packed[at] = static_cast<uint8_t>(value);
+      const absl::Status status = CheckTernaryCodes(packed, n, layout);
+      if (value <= 242) {
+        EXPECT_TRUE(status.ok()) << at << " " << value << ": " << status;
+      } else {
+        EXPECT_THAT(std::string(status.message()),
+                    HasSubstr(absl::StrCat("byte ", at, " is ", value)));
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

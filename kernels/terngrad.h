@@ -85,6 +85,12 @@ inline void QuantizePack(absl::Span<const float> values, float scaler,
   QuantizePack(values, scaler, scaler, stream, layout, out);
 }
 
+// Checks a packed chunk of `num_elements` codes as UnpackTernary does (its
+// length, every code, the padding) without writing the codes anywhere: a
+// server checks a whole push before it adds any chunk of it.
+absl::Status CheckTernaryCodes(absl::Span<const uint8_t> packed,
+                               uint64_t num_elements, Layout layout);
+
 // The codes in {-1, 0, +1} of a packed chunk of `num_elements` values.
 // Validates the length, every code and the padding; on error `codes` is
 // unspecified.
@@ -97,6 +103,13 @@ absl::Status UnpackTernary(absl::Span<const uint8_t> packed,
 absl::Status AccumulateTernary(absl::Span<const uint8_t> packed,
                                uint64_t num_elements, Layout layout,
                                absl::Span<int32_t> sums);
+
+// sums[i] = code[i]: AccumulateTernary into sums that were all zero,
+// without needing them zeroed first. Validates all of `packed` first; on
+// error nothing is written.
+absl::Status AssignTernary(absl::Span<const uint8_t> packed,
+                           uint64_t num_elements, Layout layout,
+                           absl::Span<int32_t> sums);
 
 // out[i] = code[i] * scaler (DecodeValue with N = 1): a push read back, e.g.
 // by a WeightGrad local server that applies each gradient on its own. On

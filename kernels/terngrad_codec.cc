@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -61,9 +62,16 @@ class TernGradAggregation final : public Aggregation {
           "push scaler %.9g differs from the shared scaler %.9g", scaler,
           *scaler_));
     }
-    if (sums_.empty() && num_elements_ > 0) sums_.assign(num_elements_, 0);
-    status = AccumulateTernary(DataBytes(push), num_elements_, push.layout,
-                               absl::MakeSpan(sums_));
+    // The first push's codes are the sums so far: written, not added to
+    // zeros, so its memory needs no zero-fill first.
+    if (num_added_ == 0) {
+      if (sums_ == nullptr) sums_.reset(new int32_t[num_elements_]);
+      status =
+          AssignTernary(DataBytes(push), num_elements_, push.layout, Sums());
+    } else {
+      status = AccumulateTernary(DataBytes(push), num_elements_, push.layout,
+                                 Sums());
+    }
     if (!status.ok()) return status;
     added_[worker] = true;
     ++num_added_;
@@ -88,20 +96,21 @@ class TernGradAggregation final : public Aggregation {
     pull.num_elements = num_elements_;
     pull.num_summands = num_workers_;
     pull.scalers = {*scaler_};
-    if (sums_.empty()) sums_.assign(num_elements_, 0);
     if (pull_layout_ == Layout::kSumHuffman) {
-      pull.data = PackSumsHuffman(sums_, num_workers_);
+      pull.data = PackSumsHuffman(Sums(), num_workers_);
     } else {
-      PackSums(sums_, num_workers_, pull_layout_,
+      PackSums(Sums(), num_workers_, pull_layout_,
                ResizeData(&pull, PackedSumBytes(num_elements_, num_workers_,
                                                 pull_layout_)));
     }
-    std::vector<int32_t>().swap(sums_);
+    sums_.reset();
     finished_ = true;
     return pull;
   }
 
  private:
+  absl::Span<int32_t> Sums() { return {sums_.get(), num_elements_}; }
+
   const uint64_t num_elements_;
   const uint32_t num_workers_;
   const Layout push_layout_;
@@ -110,7 +119,8 @@ class TernGradAggregation final : public Aggregation {
   std::vector<bool> added_;
   uint32_t num_added_ = 0;
   std::optional<float> scaler_;  // the first accepted push's
-  std::vector<int32_t> sums_;    // allocated by the first push
+  // num_elements_ sums, allocated (uninitialized) by the first push.
+  std::unique_ptr<int32_t[]> sums_;
   bool finished_ = false;        // Finish moved the pull out
 };
 

@@ -263,9 +263,20 @@ absl::Status ValidateTwoBit(absl::Span<const uint8_t> packed,
 
 absl::Status ValidateBase3(absl::Span<const uint8_t> packed,
                            uint64_t num_elements) {
-  uint8_t largest = 0;
-  for (const uint8_t byte : packed) largest = std::max(largest, byte);
-  if (largest > 242) {
+  // A byte is above 242 = 0b11110010 when its high bit is set and its low
+  // seven bits plus 13 reach 128; the sums stay inside their bytes (at
+  // most 127 + 13). Eight bytes a word, as ValidateTwoBit reads them.
+  constexpr uint64_t kLow7 = 0x7F7F7F7F7F7F7F7Full;
+  constexpr uint64_t kHigh = 0x8080808080808080ull;
+  constexpr uint64_t k13 = 0x0D0D0D0D0D0D0D0Dull;
+  uint64_t bad = 0;
+  size_t b = 0;
+  for (; b + 8 <= packed.size(); b += 8) {
+    const uint64_t word = LoadLE64(packed.data() + b);
+    bad |= word & ((word & kLow7) + k13) & kHigh;
+  }
+  for (; b < packed.size(); ++b) bad |= packed[b] > 242 ? 1 : 0;
+  if (bad != 0) {
     const size_t at = static_cast<size_t>(
         std::find_if(packed.begin(), packed.end(),
                      [](uint8_t byte) { return byte > 242; }) -
@@ -404,6 +415,11 @@ void QuantizePack(absl::Span<const float> values, float clip_bound,
   }
 }
 
+absl::Status CheckTernaryCodes(absl::Span<const uint8_t> packed,
+                               uint64_t num_elements, Layout layout) {
+  return ValidateTernary(packed, num_elements, layout, num_elements);
+}
+
 absl::Status UnpackTernary(absl::Span<const uint8_t> packed,
                            uint64_t num_elements, Layout layout,
                            absl::Span<int8_t> codes) {
@@ -430,6 +446,20 @@ absl::Status AccumulateTernary(absl::Span<const uint8_t> packed,
   ForEachByte(packed, num_elements, layout,
               [out](uint64_t first, const int32_t* row, uint64_t count) {
                 for (uint64_t j = 0; j < count; ++j) out[first + j] += row[j];
+              });
+  return absl::OkStatus();
+}
+
+absl::Status AssignTernary(absl::Span<const uint8_t> packed,
+                           uint64_t num_elements, Layout layout,
+                           absl::Span<int32_t> sums) {
+  absl::Status status =
+      ValidateTernary(packed, num_elements, layout, sums.size());
+  if (!status.ok()) return status;
+  int32_t* out = sums.data();
+  ForEachByte(packed, num_elements, layout,
+              [out](uint64_t first, const int32_t* row, uint64_t count) {
+                for (uint64_t j = 0; j < count; ++j) out[first + j] = row[j];
               });
   return absl::OkStatus();
 }

@@ -35,9 +35,8 @@ absl::Status CheckChunk(const ShardChunk& chunk, const kernels::Payload& push,
   if (chunk.shares_scaler) {
     // Codes in {-1, 0, 1} times a finite scaler are finite: only the codes
     // need checking, and they are added as they are.
-    std::vector<int8_t> codes(chunk.num_elements);
-    return kernels::UnpackTernary(Bytes(push), push.num_elements, push.layout,
-                                  absl::MakeSpan(codes));
+    return kernels::CheckTernaryCodes(Bytes(push), chunk.num_elements,
+                                      push.layout);
   }
   values->resize(chunk.num_elements);
   return core::DecodeFinite(*chunk.codec, push, absl::MakeSpan(*values));
