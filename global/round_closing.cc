@@ -93,6 +93,7 @@ void RoundAggregator::ExpireHolds(absl::Time now, core::Deferred* deferred) {
   const size_t expired = waiters_.Expire(
       now,
       [&] {
+        mu_.AssertHeld();  // Expire calls it here, under the lock
         const std::vector<uint32_t> behind = TooFarBehind();
         status = absl::UnavailableError(absl::StrCat(
             "round ", open_round_, " is held: ", DescribeLag(behind),
@@ -175,9 +176,10 @@ void RoundAggregator::LogClosed(absl::Time now, const RoundAnswer& answer,
   if (hold_began_.has_value()) {
     held = absl::StrCat(", held ", Seconds(now - *hold_began_));
   }
+  const uint64_t open_round = open_round_;
   const size_t late = std::count_if(
       answer.contributions.begin(), answer.contributions.end(),
-      [&](const Contribution& c) { return c.round != open_round_; });
+      [&](const Contribution& c) { return c.round != open_round; });
   logger_->info(
       "round {} closed after {}: {} of {} data centers sent it, {} late "
       "update(s) joined, lagging [{}]{}, {} chunks averaged, {} bytes in, {} "

@@ -81,6 +81,7 @@ bool RoundAggregator::Admit(const SyncRequest& request, SyncCallback& done,
   const uint32_t d = request.datacenter;
   const uint64_t round = request.round;
   auto refuse = [&](absl::Status status) {
+    mu_.AssertHeld();  // called only below, under the lock
     Refuse(request, std::move(status), std::move(done), deferred);
     return false;
   };

@@ -287,9 +287,9 @@ void Aggregator::ShareScalers(const ScalerRequest& request,
   // Saved before `deferred` releases the shared scalers to anyone.
   if (scalers_.shared() != nullptr && scalers_saved_for_ != step_) {
     scalers_saved_for_ = step_;
-    SaveState([&](ShardStateWriter& state) {
-      return state.ScalersShared(*scalers_.shared());
-    });
+    const ScalerReply& shared = *scalers_.shared();
+    SaveState(
+        [&](ShardStateWriter& state) { return state.ScalersShared(shared); });
   }
   if (!status.ok()) {
     LogRefusal(request.worker_id, "scalers", status,
@@ -415,6 +415,7 @@ void Aggregator::CompleteStep(core::Deferred* deferred) {
   }
   // Saved before `deferred` releases the answer to anyone.
   SaveState([&](ShardStateWriter& state) {
+    mu_.AssertHeld();  // SaveState calls it here, under the lock
     return state.StepCompleted(**answer, *run_, checks_);
   });
   pushes_.waiters.AnswerAll(*answer, deferred);
@@ -490,6 +491,7 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
   log(join_waiters_.Expire(
       now,
       [&] {
+        mu_.AssertHeld();  // Expire calls it here, under the lock
         return expired(absl::StrCat(joined_.Missing(), " did not join shard ",
                                     options_.shard_index, within));
       },
@@ -502,6 +504,7 @@ absl::Status Aggregator::ExpireWaits(absl::Time now) {
   log(pushes_.waiters.Expire(
       now,
       [&] {
+        mu_.AssertHeld();  // Expire calls it here, under the lock
         return expired(absl::StrCat("step ", step_, ": ",
                                     pushes_.pushed.Missing(), " did not push",
                                     within));

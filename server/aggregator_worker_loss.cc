@@ -59,8 +59,9 @@ void Aggregator::DropWorkers(const std::vector<uint32_t>& lost, bool sharing,
   for (const uint32_t worker : lost) {
     present[worker] = false;
     active_.Drop(worker, step_);
+    const uint64_t step = step_;
     SaveState([&](ShardStateWriter& state) {
-      return state.WorkerDropped(worker, step_);
+      return state.WorkerDropped(worker, step);
     });
   }
   // The step's sums were sized for the workers before: open them afresh
@@ -87,9 +88,9 @@ void Aggregator::DropWorkers(const std::vector<uint32_t>& lost, bool sharing,
   for (const uint32_t worker : lost) scalers_.Drop(worker, step_, deferred);
   if (scalers_.shared() != nullptr && scalers_saved_for_ != step_) {
     scalers_saved_for_ = step_;
-    SaveState([&](ShardStateWriter& state) {
-      return state.ScalersShared(*scalers_.shared());
-    });
+    const ScalerReply& shared = *scalers_.shared();
+    SaveState(
+        [&](ShardStateWriter& state) { return state.ScalersShared(shared); });
   }
 }
 

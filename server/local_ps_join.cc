@@ -372,6 +372,7 @@ void LocalPs::ExpireJoins(absl::Time now, Deferred* deferred) {
   const size_t expired = join_waiters_.Expire(
       now,
       [&] {
+        mu_.AssertHeld();  // Expire calls it here, under the lock
         message = absl::StrCat(
             joined_.Missing(), " did not join the LPS within ",
             Seconds(options_.hold_limit), " (--barrier_timeout_s; only ",

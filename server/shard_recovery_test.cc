@@ -71,9 +71,9 @@ std::vector<float> Gradient(uint32_t worker, uint64_t step, uint32_t key,
 // then the push encoded with the shared scalers.
 class Worker {
  public:
-  Worker(uint32_t id, CodecId codec) : id_(id), codec_(codec) {
-    codec_impl_ = *kernels::MakeCodec(RunCodecOptions(Config(codec)));
-  }
+  Worker(uint32_t id, CodecId codec)
+      : id_(id),
+        codec_impl_(*kernels::MakeCodec(RunCodecOptions(Config(codec)))) {}
 
   ScalerRequest Scalers(uint64_t step, const JoinReply& joined,
                         const std::vector<uint64_t>& elements) const {
@@ -110,7 +110,6 @@ class Worker {
 
  private:
   uint32_t id_;
-  CodecId codec_;
   std::unique_ptr<kernels::Codec> codec_impl_;
 };
 
