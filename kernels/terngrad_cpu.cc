@@ -328,6 +328,26 @@ void ForEachByte(absl::Span<const uint8_t> packed, uint64_t n, Layout layout,
   }
 }
 
+// Validates all of `packed` for out.size() elements, then calls
+// store(out[i], code_i) for every element; on error writes nothing.
+template <typename T, typename Store>
+absl::Status ValidateAndStore(absl::Span<const uint8_t> packed,
+                              uint64_t num_elements, Layout layout,
+                              absl::Span<T> out, Store store) {
+  absl::Status status =
+      ValidateTernary(packed, num_elements, layout, out.size());
+  if (!status.ok()) return status;
+  T* slots = out.data();
+  ForEachByte(
+      packed, num_elements, layout,
+      [slots, &store](uint64_t first, const int32_t* row, uint64_t count) {
+        for (uint64_t j = 0; j < count; ++j) {
+          store(slots[first + j], row[j]);
+        }
+      });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -423,63 +443,33 @@ absl::Status CheckTernaryCodes(absl::Span<const uint8_t> packed,
 absl::Status UnpackTernary(absl::Span<const uint8_t> packed,
                            uint64_t num_elements, Layout layout,
                            absl::Span<int8_t> codes) {
-  absl::Status status =
-      ValidateTernary(packed, num_elements, layout, codes.size());
-  if (!status.ok()) return status;
-  int8_t* out = codes.data();
-  ForEachByte(packed, num_elements, layout,
-              [out](uint64_t first, const int32_t* row, uint64_t count) {
-                for (uint64_t j = 0; j < count; ++j) {
-                  out[first + j] = static_cast<int8_t>(row[j]);
-                }
-              });
-  return absl::OkStatus();
+  return ValidateAndStore(
+      packed, num_elements, layout, codes,
+      [](int8_t& slot, int32_t code) { slot = static_cast<int8_t>(code); });
 }
 
 absl::Status AccumulateTernary(absl::Span<const uint8_t> packed,
                                uint64_t num_elements, Layout layout,
                                absl::Span<int32_t> sums) {
-  absl::Status status =
-      ValidateTernary(packed, num_elements, layout, sums.size());
-  if (!status.ok()) return status;
-  int32_t* out = sums.data();
-  ForEachByte(packed, num_elements, layout,
-              [out](uint64_t first, const int32_t* row, uint64_t count) {
-                for (uint64_t j = 0; j < count; ++j) out[first + j] += row[j];
-              });
-  return absl::OkStatus();
+  return ValidateAndStore(packed, num_elements, layout, sums,
+                          [](int32_t& slot, int32_t code) { slot += code; });
 }
 
 absl::Status AssignTernary(absl::Span<const uint8_t> packed,
                            uint64_t num_elements, Layout layout,
                            absl::Span<int32_t> sums) {
-  absl::Status status =
-      ValidateTernary(packed, num_elements, layout, sums.size());
-  if (!status.ok()) return status;
-  int32_t* out = sums.data();
-  ForEachByte(packed, num_elements, layout,
-              [out](uint64_t first, const int32_t* row, uint64_t count) {
-                for (uint64_t j = 0; j < count; ++j) out[first + j] = row[j];
-              });
-  return absl::OkStatus();
+  return ValidateAndStore(packed, num_elements, layout, sums,
+                          [](int32_t& slot, int32_t code) { slot = code; });
 }
 
 absl::Status DecodeTernary(absl::Span<const uint8_t> packed,
                            uint64_t num_elements, Layout layout, float scaler,
                            absl::Span<float> out) {
-  absl::Status status =
-      ValidateTernary(packed, num_elements, layout, out.size());
-  if (!status.ok()) return status;
   const float factor = DecodeFactor(scaler, 1);
-  float* values = out.data();
-  ForEachByte(
-      packed, num_elements, layout,
-      [values, factor](uint64_t first, const int32_t* row, uint64_t count) {
-        for (uint64_t j = 0; j < count; ++j) {
-          values[first + j] = DecodeValue(row[j], factor);
-        }
-      });
-  return absl::OkStatus();
+  return ValidateAndStore(packed, num_elements, layout, out,
+                          [factor](float& slot, int32_t code) {
+                            slot = DecodeValue(code, factor);
+                          });
 }
 
 }  // namespace tern::kernels
