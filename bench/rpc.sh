@@ -28,26 +28,8 @@ for b in "$tern" "$rpc_bench"; do
   [[ -x "$b" ]] || { echo "bench/rpc.sh: no executable $b (build it first, see --help)" >&2; exit 2; }
 done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# wait_port FILE: the port a server wrote, within 30 s.
-wait_port() {
-  local i
-  for ((i = 0; i < 300; i++)); do
-    [[ -s "$1" ]] && { cat "$1"; return 0; }
-    sleep 0.1
-  done
-  echo "bench/rpc.sh: no port in $1 after 30 s; logs in $tmp:" >&2
-  tail -n 20 "$tmp"/*.log >&2
-  return 1
-}
+# $tmp, $pids, cleanup at exit, wait_port.
+source "$(dirname "$0")/processes.sh"
 
 "$tern" ps --num_workers 1 --listen 127.0.0.1:0 --port_file "$tmp/ps.port" \
   >"$tmp/ps.log" 2>&1 &

@@ -44,25 +44,14 @@ for value in "$workers" "$steps" "$batch_size"; do
   [[ "$value" =~ ^[1-9][0-9]*$ ]] || die "'$value' is not a positive count"
 done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+# $tmp, $pids, cleanup at exit, wait_port.
+source "$(dirname "$0")/processes.sh"
 
 "$tern" ps --num_workers "$workers" --listen 127.0.0.1:0 \
   --port_file "$tmp/ps.port" >"$tmp/ps.log" 2>&1 &
 ps_pid=$!
 pids+=("$ps_pid")
-for ((i = 0; i < 300; i++)); do
-  [[ -s "$tmp/ps.port" ]] && break
-  sleep 0.1
-done
-[[ -s "$tmp/ps.port" ]] || { tail -n 20 "$tmp/ps.log" >&2; die "the shard wrote no port in 30 s"; }
-port=$(cat "$tmp/ps.port")
+port=$(wait_port "$tmp/ps.port") || die "the shard wrote no port"
 
 worker_pids=()
 for ((w = 0; w < workers; w++)); do
