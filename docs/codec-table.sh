@@ -50,17 +50,9 @@ command -v python3 >/dev/null || { echo "codec-table.sh: python3 is needed for t
 # leaves their time out).
 [[ "$eval_every" == 0 ]] && eval_every=$(( steps >= 5 ? steps / 5 : 1 ))
 
-# The flags of each row: the codec and its options (defaults from
-# kernels/codec_options.h unless named here).
-flags_of() {
-  case "$1" in
-    terngrad-shared-clip) echo "--codec terngrad --clip_rule shared" ;;
-    dropping-1bit) echo "--codec dropping --drop_survivors 1bit" ;;
-    dropping-2bit) echo "--codec dropping --drop_survivors 2bit" ;;
-    dropping-tensor) echo "--codec dropping --drop_scope tensor" ;;
-    *) echo "--codec $1" ;;
-  esac
-}
+# The flags of each row, by name.
+source "$(dirname "$0")/codec_variants.sh"
+for name in $codecs; do flags_of "$name" >/dev/null || exit 2; done
 
 dir="$out/$model"
 mkdir -p "$dir"

@@ -12,6 +12,12 @@
 #   docs/convergence.sh [--workers "2 4 8 16"] [--codecs "fp32 terngrad"]
 #                       [--seeds "1 2 3"] [--steps N] [--shards S]
 #                       [--out DIR] [--tern PATH] [--table_only]
+#                       [--chart FILE]
+#
+# --codecs takes the rows' names of docs/codec_variants.sh (a codec, or a
+# codec with options: terngrad-noclip, dropping-99.9-tensor-2bit, ...).
+# --chart draws seed 1 of every row with `tern plot` and copies its
+# overview to FILE.
 #
 # Defaults: the lists above, 3000 steps (the paper runs 10,000; 3000 are
 # 3.2 epochs of Fashion-MNIST at 64 a step, and the schedule reaches 0
@@ -27,8 +33,9 @@ shards=2
 out=runs/convergence
 tern=bazel-bin/tern/tern
 table_only=""
+chart=""
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "convergence.sh: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
@@ -41,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --tern) tern="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
+    --chart) chart="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -50,6 +58,8 @@ for n in $workers_list; do
     die "--workers: '$n' must divide the total batch of 64"
 done
 command -v python3 >/dev/null || die "python3 is needed for the table"
+source "$(dirname "$0")/codec_variants.sh"
+for codec in $codecs; do flags_of "$codec" >/dev/null || exit 2; done
 
 ok() { grep -q '"status": "ok"' "$1/summary.json" 2>/dev/null; }
 
@@ -63,11 +73,12 @@ if [[ -z "$table_only" ]]; then
         rm -rf "$run"
         mkdir -p "$(dirname "$run")"
         echo "== $n workers, $codec, seed $seed: $steps steps ($(date +%T))" >&2
+        # shellcheck disable=SC2046  # flags_of prints several words on purpose
         "$tern" launch --workers "$n" --shards "$shards" --model lenet \
           --dataset fashion-mnist --batch_size $((64 / n)) --lr 0.01 \
           --momentum 0.9 --weight_decay 0.0005 --lr_schedule poly \
-          --steps "$steps" --eval_every 0 --seed "$seed" --codec "$codec" \
-          --out_dir "$run" >"$run.log" 2>&1 ||
+          --steps "$steps" --eval_every 0 --seed "$seed" \
+          $(flags_of "$codec") --out_dir "$run" >"$run.log" 2>&1 ||
           echo "   failed: see $run.log" >&2
       done
     done
@@ -77,7 +88,8 @@ fi
 python3 - "$out" "$workers_list" "$codecs" "$seeds" <<'PY'
 import json, os, sys
 root, workers, codecs, seeds = sys.argv[1], *(a.split() for a in sys.argv[2:])
-def accuracy(n, codec, seed):
+def summary(n, codec, seed):
+    """A finished run's summary.json whose replicas agreed, else None."""
     path = os.path.join(root, "n" + n, codec, "seed" + seed, "summary.json")
     try:
         s = json.load(open(path))
@@ -85,21 +97,44 @@ def accuracy(n, codec, seed):
         return None
     if s.get("status") != "ok" or not s.get("checksums_agree"):
         return None
-    return s.get("final_test_accuracy")
-print("| workers | per worker | codec | seeds | test accuracy (mean ± half range) | vs fp32 |")
-print("|---|---|---|---|---|---|")
+    return s
+def finished(n, codec):
+    return [s for s in (summary(n, codec, seed) for seed in seeds) if s]
+def mean_accuracy(runs):
+    return sum(s["final_test_accuracy"] for s in runs) / len(runs)
+print("| workers | per worker | codec | seeds | test accuracy (mean ± half range) | vs fp32 | push vs fp32 |")
+print("|---|---|---|---|---|---|---|")
 for n in workers:
-    means = {}
+    # fp32's mean from its runs on disk, whether or not it is a row here.
+    fp32 = finished(n, "fp32")
     for codec in codecs:
-        acc = [a for a in (accuracy(n, codec, s) for s in seeds) if a is not None]
-        if not acc:
-            print("| %s | %d | %s | 0 of %d | - | |" % (n, 64 // int(n), codec, len(seeds)))
+        runs = finished(n, codec)
+        if not runs:
+            print("| %s | %d | %s | 0 of %d | - | | |" % (n, 64 // int(n), codec, len(seeds)))
             continue
-        mean = sum(acc) / len(acc)
-        means[codec] = mean
-        diff = ("%+.2f" % (100 * (mean - means["fp32"]))
-                if codec != "fp32" and "fp32" in means else "")
-        print("| %s | %d | %s | %d of %d | %.2f%% ± %.2f | %s |" % (
-            n, 64 // int(n), codec, len(acc), len(seeds), 100 * mean,
-            50 * (max(acc) - min(acc)), diff))
+        acc = [s["final_test_accuracy"] for s in runs]
+        diff = ("%+.2f" % (100 * (mean_accuracy(runs) - mean_accuracy(fp32)))
+                if codec != "fp32" and fp32 else "")
+        print("| %s | %d | %s | %d of %d | %.2f%% ± %.2f | %s | %.1fx |" % (
+            n, 64 // int(n), codec, len(acc), len(seeds), 100 * mean_accuracy(runs),
+            50 * (max(acc) - min(acc)), diff, runs[0]["push_ratio_vs_fp32"]))
 PY
+
+# The chart: seed 1 of every row that finished, one line each.
+[[ -n "$chart" ]] || exit 0
+first_seed="${seeds%% *}"
+plotted=()
+labels=()
+for n in $workers_list; do
+  for codec in $codecs; do
+    run="$out/n$n/$codec/seed$first_seed"
+    if ok "$run"; then
+      plotted+=("$run")
+      labels+=("$codec, $n workers")
+    fi
+  done
+done
+[[ ${#plotted[@]} -gt 0 ]] || die "--chart: no finished run of seed $first_seed to draw"
+"$tern" plot "${plotted[@]}" --labels "$(IFS=,; echo "${labels[*]}")" \
+  --out "$out/plots" >&2 || die "tern plot failed"
+cp "$out/plots/overview.png" "$chart"
