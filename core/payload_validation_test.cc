@@ -218,13 +218,14 @@ TEST(DecodeOnceTest, AddDecodedPullsTheSameBytesAsAdd) {
     ASSERT_NE(by_values, nullptr) << "non-summable codecs add floats";
     for (const uint32_t w : {2u, 0u, 1u}) {
       ASSERT_TRUE(by_payload->Add(w, pushes[w]).ok());
-      std::vector<float> decoded(kElements);
+      kernels::DecodedValues decoded(kElements);
       ASSERT_TRUE(
           DecodeFinite(*codec, pushes[w], absl::MakeSpan(decoded)).ok());
       ASSERT_TRUE(by_values->AddDecoded(w, std::move(decoded)).ok());
     }
-    EXPECT_EQ(by_values->AddDecoded(0, std::vector<float>(kElements)).code(),
-              absl::StatusCode::kAlreadyExists);
+    EXPECT_EQ(
+        by_values->AddDecoded(0, kernels::DecodedValues(kElements)).code(),
+        absl::StatusCode::kAlreadyExists);
     const auto a = by_payload->Finish();
     const auto b = by_values->Finish();
     ASSERT_TRUE(a.ok() && b.ok());

@@ -391,6 +391,18 @@ TEST_P(RoundTripTest, SameInputAndStreamGiveTheSameBytes) {
   }
 }
 
+// Decode writes every element, whatever `out` held: the shard decodes into
+// memory it does not zero-fill first (kernels/decoded_values.h).
+TEST_P(RoundTripTest, DecodeOverwritesWhateverTheOutputHeld) {
+  const auto& [variant, n] = GetParam();
+  Build(variant);
+  if (codec_ == nullptr) return;
+  const Payload payload = Encode(Input(n, 4), PushContext(4, 2, 0));
+  std::vector<float> from_zeros(n, 0.0f);
+  ASSERT_TRUE(codec_->Decode(payload, absl::MakeSpan(from_zeros)).ok());
+  ASSERT_EQ(Decode(payload), from_zeros);  // Decode starts from -1234.5
+}
+
 // EncodeInto writes Encode's payload over whatever `out` held before: a
 // payload of another codec with scalers and a longer, then a shorter, buffer
 // (a kept payload is reused with the capacity of an earlier step).

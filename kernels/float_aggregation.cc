@@ -22,6 +22,24 @@ void ForEachBlocked(size_t n, Op&& op) {
   for (; i < n; ++i) op(i);
 }
 
+// Encodes average + residual; the residual keeps what the payload does not
+// carry (error feedback on the shard's side, DESIGN section 6).
+absl::StatusOr<Payload> EncodeWithResidual(const Codec& codec,
+                                           absl::Span<const float> average,
+                                           const EncodeContext& encode,
+                                           std::vector<float>& residual) {
+  std::vector<float> target(average.begin(), average.end());
+  for (size_t i = 0; i < target.size(); ++i) target[i] += residual[i];
+  absl::StatusOr<Payload> pull = codec.Encode(target, encode);
+  if (!pull.ok()) return pull.status();
+  std::vector<float> carried(target.size());
+  absl::Status status = codec.Decode(*pull, absl::MakeSpan(carried));
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < target.size(); ++i)
+    residual[i] = target[i] - carried[i];
+  return pull;
+}
+
 }  // namespace
 
 FloatAggregation::FloatAggregation(uint64_t num_elements, uint32_t num_workers,
@@ -43,11 +61,11 @@ absl::Status FloatAggregation::Add(uint32_t worker, const Payload& push) {
     return absl::AlreadyExistsError(
         absl::StrFormat("worker %d already pushed", worker));
   }
-  std::vector<float>& target = worker == next_ ? scratch_ : waiting_[worker];
+  DecodedValues& target = worker == next_ ? scratch_ : waiting_[worker];
   target.resize(num_elements_);
   absl::Status status = decode_push_(push, absl::MakeSpan(target));
   if (!status.ok()) {
-    if (worker != next_) std::vector<float>().swap(target);
+    if (worker != next_) DecodedValues().swap(target);
     return status;
   }
   added_[worker] = true;
@@ -55,14 +73,14 @@ absl::Status FloatAggregation::Add(uint32_t worker, const Payload& push) {
   if (worker != next_) return absl::OkStatus();
   AddInOrder(scratch_);
   while (next_ < num_workers_ && added_[next_]) {
-    std::vector<float> values = std::move(waiting_[next_]);
+    DecodedValues values = std::move(waiting_[next_]);
     AddInOrder(values);
   }
   return absl::OkStatus();
 }
 
 absl::Status FloatAggregation::AddDecoded(uint32_t worker,
-                                          std::vector<float> values) {
+                                          DecodedValues values) {
   if (worker >= num_workers_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "worker %d is out of range: %d workers", worker, num_workers_));
@@ -88,7 +106,7 @@ absl::Status FloatAggregation::AddDecoded(uint32_t worker,
   return absl::OkStatus();
 }
 
-void FloatAggregation::AddInOrder(std::vector<float>&& values) {
+void FloatAggregation::AddInOrder(DecodedValues&& values) {
   if (next_ != 0) return AddInOrder(absl::MakeConstSpan(values));
   // The first worker's values become the sum: no copy.
   sum_ = std::move(values);
@@ -116,8 +134,8 @@ absl::StatusOr<Payload> FloatAggregation::Finish() {
     ForEachBlocked(sum_.size(), [&](size_t i) { sum_[i] /= count; });
   }
   absl::StatusOr<Payload> pull = encode_pull_(sum_, num_workers_);
-  std::vector<float>().swap(sum_);
-  std::vector<float>().swap(scratch_);
+  DecodedValues().swap(sum_);
+  DecodedValues().swap(scratch_);
   finished_ = true;
   return pull;
 }
@@ -138,32 +156,27 @@ std::unique_ptr<Aggregation> NewReencodingAggregation(
   auto encode_pull = [&codec, context, num_elements, owned_residual](
                          absl::Span<const float> average,
                          uint32_t num_summands) -> absl::StatusOr<Payload> {
-    std::vector<float> target(average.begin(), average.end());
-    std::vector<float>* residual = nullptr;
-    if (codec.UsesErrorFeedback()) {
-      residual =
-          context.residual != nullptr ? context.residual : owned_residual.get();
-      if (residual->empty()) residual->assign(num_elements, 0.0f);
-      if (residual->size() != num_elements) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "the shard's residual has %d values, the chunk %d",
-            residual->size(), num_elements));
-      }
-      for (size_t i = 0; i < target.size(); ++i) target[i] += (*residual)[i];
-    }
     EncodeContext encode;
     encode.stream = context.stream;
     encode.group_size = context.group_size;
-    absl::StatusOr<Payload> pull = codec.Encode(target, encode);
-    if (!pull.ok()) return pull.status();
-    if (residual != nullptr) {
-      std::vector<float> carried(num_elements);
-      absl::Status status = codec.Decode(*pull, absl::MakeSpan(carried));
-      if (!status.ok()) return status;
-      for (size_t i = 0; i < target.size(); ++i) {
-        (*residual)[i] = target[i] - carried[i];
-      }
+    if (!codec.UsesErrorFeedback()) {
+      // Without error feedback (fp32, fp16, qsgd) the average is encoded as
+      // it is, without a copy.
+      absl::StatusOr<Payload> pull = codec.Encode(average, encode);
+      if (pull.ok()) pull->num_summands = num_summands;
+      return pull;
     }
+    std::vector<float>* residual =
+        context.residual != nullptr ? context.residual : owned_residual.get();
+    if (residual->empty()) residual->assign(num_elements, 0.0f);
+    if (residual->size() != num_elements) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("the shard's residual has %d values, the chunk %d",
+                          residual->size(), num_elements));
+    }
+    absl::StatusOr<Payload> pull =
+        EncodeWithResidual(codec, average, encode, *residual);
+    if (!pull.ok()) return pull.status();
     pull->num_summands = num_summands;
     return pull;
   };

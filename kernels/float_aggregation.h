@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/codec.h"
+#include "kernels/decoded_values.h"
 #include "kernels/payload.h"
 
 namespace tern::kernels {
@@ -38,13 +39,13 @@ class FloatAggregation final : public Aggregation {
   // validated (num_elements finite values), so a shard that decoded a push
   // to check it never decodes it again (core/payload_validation.h). The
   // same rules as Add otherwise; the result is the same as Add's.
-  absl::Status AddDecoded(uint32_t worker, std::vector<float> values);
+  absl::Status AddDecoded(uint32_t worker, DecodedValues values);
   absl::StatusOr<Payload> Finish() override;
 
  private:
   // Adds the next worker's values to sum_ (worker 0's become it).
   void AddInOrder(absl::Span<const float> values);
-  void AddInOrder(std::vector<float>&& values);
+  void AddInOrder(DecodedValues&& values);
 
   const uint64_t num_elements_;
   const uint32_t num_workers_;
@@ -54,9 +55,9 @@ class FloatAggregation final : public Aggregation {
   std::vector<bool> added_;  // per worker: push accepted
   uint32_t num_added_ = 0;
   uint32_t next_ = 0;  // workers [0, next_) are in sum_
-  std::vector<float> sum_;
-  std::vector<std::vector<float>> waiting_;  // per worker, decoded
-  std::vector<float> scratch_;
+  DecodedValues sum_;
+  std::vector<DecodedValues> waiting_;  // per worker, decoded
+  DecodedValues scratch_;
   bool finished_ = false;  // Finish moved the pull out
 };
 

@@ -20,7 +20,7 @@ absl::Span<const uint8_t> Bytes(const kernels::Payload& payload) {
 
 // One chunk of a push: the header against the chunk, then the data once.
 absl::Status CheckChunk(const ShardChunk& chunk, const kernels::Payload& push,
-                        float shared_scaler, std::vector<float>* values) {
+                        float shared_scaler, kernels::DecodedValues* values) {
   core::PayloadExpectation expect;
   expect.codec = chunk.codec->id();
   expect.layout = chunk.push_layout;
@@ -38,7 +38,7 @@ absl::Status CheckChunk(const ShardChunk& chunk, const kernels::Payload& push,
     return kernels::CheckTernaryCodes(Bytes(push), chunk.num_elements,
                                       push.layout);
   }
-  values->resize(chunk.num_elements);
+  values->resize(chunk.num_elements);  // not zero-filled: decoded over
   return core::DecodeFinite(*chunk.codec, push, absl::MakeSpan(*values));
 }
 

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "core/admission.h"
 #include "core/barrier.h"
+#include "kernels/decoded_values.h"
 #include "server/messages.h"
 #include "server/scaler_barrier.h"
 #include "server/shard_run.h"
@@ -45,7 +46,7 @@ struct MatchedPush {
 // What CheckPush keeps of a valid push: by chunk, the decoded values, or
 // nothing for TernGrad chunks (their codes are added as they are).
 struct CheckedPush {
-  std::vector<std::vector<float>> values;
+  std::vector<kernels::DecodedValues> values;
 };
 
 // Under the shard's lock: INVALID_ARGUMENT for more chunks than the shard
