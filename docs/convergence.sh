@@ -130,7 +130,7 @@ for n in $workers_list; do
     run="$out/n$n/$codec/seed$first_seed"
     if ok "$run"; then
       plotted+=("$run")
-      labels+=("$codec, $n workers")
+      labels+=("$codec at $n workers")
     fi
   done
 done
