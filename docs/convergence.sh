@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# TernGrad against fp32 run to the end of a decayed schedule, as TernGrad's
+# Codecs against fp32 run to the end of a decayed schedule, as TernGrad's
 # Figure 3 trains LeNet: the total mini-batch held at 64 (64 / N per worker,
 # "mini-batch size refers to the total mini-batch size"), momentum SGD 0.9,
 # base lr 0.01 decayed polynomially (power 0.5) to 0 at the last step,
 # weight decay 5e-4, Fashion-MNIST here. One `tern launch` per (workers,
 # codec, seed); a run whose summary.json says "ok" is kept, so an
 # interrupted invocation resumes. Then one table: the final test accuracy's
-# mean and spread (half the range) over the seeds, and TernGrad's mean
-# against fp32's.
+# mean and spread (half the range) over the seeds, each row's mean against
+# fp32's, and its push bytes against fp32's.
 #
 #   docs/convergence.sh [--workers "2 4 8 16"] [--codecs "fp32 terngrad"]
 #                       [--seeds "1 2 3"] [--steps N] [--shards S]
@@ -35,7 +35,7 @@ tern=bazel-bin/tern/tern
 table_only=""
 chart=""
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "convergence.sh: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
