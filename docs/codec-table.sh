@@ -8,6 +8,8 @@
 #                       [--codecs "fp32 terngrad ..."] [--out DIR]
 #                       [--shards N] [--tern PATH] [--chart FILE]
 #
+# --codecs takes the rows' names of docs/codec_variants.sh (a codec, or a
+# codec with options: terngrad-noclip, dropping-99.9-tensor-2bit, ...).
 # Then `tern plot` draws the runs into DIR/<model>/plots (one line per
 # codec); --chart copies their overview.png to FILE, the docs' picture.
 # Needs a built tern (default bazel-bin/tern/tern, from
@@ -28,7 +30,7 @@ tern=bazel-bin/tern/tern
 shards=2
 chart=""
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
