@@ -115,9 +115,12 @@ for n in workers:
         acc = [s["final_test_accuracy"] for s in runs]
         diff = ("%+.2f" % (100 * (mean_accuracy(runs) - mean_accuracy(fp32)))
                 if codec != "fp32" and fp32 else "")
-        print("| %s | %d | %s | %d of %d | %.2f%% ± %.2f | %s | %.1fx |" % (
-            n, 64 // int(n), codec, len(acc), len(seeds), 100 * mean_accuracy(runs),
-            50 * (max(acc) - min(acc)), diff, runs[0]["push_ratio_vs_fp32"]))
+        # One seed has no spread to show.
+        spread = " ± %.2f" % (50 * (max(acc) - min(acc))) if len(acc) > 1 else ""
+        print("| %s | %d | %s | %d of %d | %.2f%%%s | %s | %.1fx |" % (
+            n, 64 // int(n), codec, len(acc), len(seeds),
+            100 * mean_accuracy(runs), spread, diff,
+            runs[0]["push_ratio_vs_fp32"]))
 PY
 
 # The chart: seed 1 of every row that finished, one line each.
