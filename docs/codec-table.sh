@@ -54,7 +54,7 @@ command -v python3 >/dev/null || { echo "codec-table.sh: python3 is needed for t
 
 # The flags of each row, by name.
 source "$(dirname "$0")/codec_variants.sh"
-for name in $codecs; do flags_of "$name" >/dev/null || exit 2; done
+check_rows "$codecs" || exit 2
 
 dir="$out/$model"
 mkdir -p "$dir"

@@ -28,6 +28,13 @@ flags_of() {
   esac
 }
 
+# check_rows "NAME ...": fails, naming the first unknown row, before any
+# run starts.
+check_rows() {
+  local name
+  for name in $1; do flags_of "$name" >/dev/null || return 2; done
+}
+
 # The flags of dropping-<parts>, parts separated by '-'.
 dropping_flags() {
   local flags="--codec dropping" part

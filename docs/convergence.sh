@@ -59,7 +59,7 @@ for n in $workers_list; do
 done
 command -v python3 >/dev/null || die "python3 is needed for the table"
 source "$(dirname "$0")/codec_variants.sh"
-for codec in $codecs; do flags_of "$codec" >/dev/null || exit 2; done
+check_rows "$codecs" || exit 2
 
 ok() { grep -q '"status": "ok"' "$1/summary.json" 2>/dev/null; }
 

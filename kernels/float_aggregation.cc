@@ -23,20 +23,28 @@ void ForEachBlocked(size_t n, Op&& op) {
 }
 
 // Encodes average + residual; the residual keeps what the payload does not
-// carry (error feedback on the shard's side, DESIGN section 6).
+// carry (error feedback on the shard's side, DESIGN section 6). An empty
+// residual starts at 0.
 absl::StatusOr<Payload> EncodeWithResidual(const Codec& codec,
                                            absl::Span<const float> average,
                                            const EncodeContext& encode,
                                            std::vector<float>& residual) {
+  if (residual.empty()) residual.assign(average.size(), 0.0f);
+  if (residual.size() != average.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the shard's residual has %d values, the chunk %d",
+                        residual.size(), average.size()));
+  }
   std::vector<float> target(average.begin(), average.end());
   for (size_t i = 0; i < target.size(); ++i) target[i] += residual[i];
   absl::StatusOr<Payload> pull = codec.Encode(target, encode);
   if (!pull.ok()) return pull.status();
-  std::vector<float> carried(target.size());
+  DecodedValues carried(target.size());
   absl::Status status = codec.Decode(*pull, absl::MakeSpan(carried));
   if (!status.ok()) return status;
-  for (size_t i = 0; i < target.size(); ++i)
+  for (size_t i = 0; i < target.size(); ++i) {
     residual[i] = target[i] - carried[i];
+  }
   return pull;
 }
 
@@ -153,29 +161,20 @@ std::unique_ptr<Aggregation> NewReencodingAggregation(
   // The residual lives in the shard (context.residual) or, without one, in
   // this lambda, which the aggregation owns.
   auto owned_residual = std::make_shared<std::vector<float>>();
-  auto encode_pull = [&codec, context, num_elements, owned_residual](
+  auto encode_pull = [&codec, context, owned_residual](
                          absl::Span<const float> average,
                          uint32_t num_summands) -> absl::StatusOr<Payload> {
     EncodeContext encode;
     encode.stream = context.stream;
     encode.group_size = context.group_size;
-    if (!codec.UsesErrorFeedback()) {
-      // Without error feedback (fp32, fp16, qsgd) the average is encoded as
-      // it is, without a copy.
-      absl::StatusOr<Payload> pull = codec.Encode(average, encode);
-      if (pull.ok()) pull->num_summands = num_summands;
-      return pull;
-    }
-    std::vector<float>* residual =
-        context.residual != nullptr ? context.residual : owned_residual.get();
-    if (residual->empty()) residual->assign(num_elements, 0.0f);
-    if (residual->size() != num_elements) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("the shard's residual has %d values, the chunk %d",
-                          residual->size(), num_elements));
-    }
+    // Without error feedback (fp32, fp16, qsgd) the average is encoded as it
+    // is, without a copy.
     absl::StatusOr<Payload> pull =
-        EncodeWithResidual(codec, average, encode, *residual);
+        codec.UsesErrorFeedback()
+            ? EncodeWithResidual(codec, average, encode,
+                                 context.residual != nullptr ? *context.residual
+                                                             : *owned_residual)
+            : codec.Encode(average, encode);
     if (!pull.ok()) return pull.status();
     pull->num_summands = num_summands;
     return pull;

@@ -38,6 +38,9 @@ for bad in terngrad-typo dropping-3bit dropping- dropping-9x; do
   if flags_of "$bad" >/dev/null 2>&1; then fail "$bad: accepted"; fi
 done
 
+check_rows "fp32 terngrad-noclip dropping-90" || fail "check_rows refused good rows"
+if check_rows "fp32 terngrad-typo" 2>/dev/null; then fail "check_rows: accepted terngrad-typo"; fi
+
 help=$("$TERN" launch --help)
 for name in terngrad-shared-clip terngrad-noclip terngrad-perlayer \
   threshold-0.01 dropping-99.9-tensor-2bit; do
