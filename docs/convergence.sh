@@ -113,8 +113,11 @@ for n in workers:
             print("| %s | %d | %s | 0 of %d | - | | |" % (n, 64 // int(n), codec, len(seeds)))
             continue
         acc = [s["final_test_accuracy"] for s in runs]
-        diff = ("%+.2f" % (100 * (mean_accuracy(runs) - mean_accuracy(fp32)))
-                if codec != "fp32" and fp32 else "")
+        # round() + 0.0: a difference under 0.005 prints as +0.00, not -0.00.
+        diff = ""
+        if codec != "fp32" and fp32:
+            points = 100 * (mean_accuracy(runs) - mean_accuracy(fp32))
+            diff = "%+.2f" % (round(points, 2) + 0.0)
         # One seed has no spread to show.
         spread = " ± %.2f" % (50 * (max(acc) - min(acc))) if len(acc) > 1 else ""
         print("| %s | %d | %s | %d of %d | %.2f%%%s | %s | %.1fx |" % (
