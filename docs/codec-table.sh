@@ -71,7 +71,7 @@ done
 
 PYTHONPATH="$(dirname "$0")" python3 - "$dir" $codecs <<'EOF'
 import json, os, sys
-from run_records import training_seconds
+from run_records import points_difference, training_seconds
 root, names = sys.argv[1], sys.argv[2:]
 def load(name):
     path = os.path.join(root, name, "summary.json")
@@ -95,7 +95,7 @@ for name in names:
     acc = s.get("final_test_accuracy")
     diff = ""
     if base and acc is not None and base.get("final_test_accuracy") is not None:
-        diff = "%+.2f" % (round(100 * (acc - base["final_test_accuracy"]), 2) + 0.0)  # never -0.00
+        diff = points_difference(acc, base["final_test_accuracy"])
     print("| %s | %s | %s | %s | %s | %.2fx | %.2fx | %.2f | %s |" % (
         name, "%.2f%%" % (100 * acc) if acc is not None else "-", diff,
         size(s["push_bytes_per_step"]), size(s["pull_bytes_per_step"]),

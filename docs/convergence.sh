@@ -85,8 +85,9 @@ if [[ -z "$table_only" ]]; then
   done
 fi
 
-python3 - "$out" "$workers_list" "$codecs" "$seeds" <<'PY'
+PYTHONPATH="$(dirname "$0")" python3 - "$out" "$workers_list" "$codecs" "$seeds" <<'PY'
 import json, os, sys
+from run_records import points_difference
 root, workers, codecs, seeds = sys.argv[1], *(a.split() for a in sys.argv[2:])
 def summary(n, codec, seed):
     """A finished run's summary.json whose replicas agreed, else None."""
@@ -113,11 +114,8 @@ for n in workers:
             print("| %s | %d | %s | 0 of %d | - | | |" % (n, 64 // int(n), codec, len(seeds)))
             continue
         acc = [s["final_test_accuracy"] for s in runs]
-        # round() + 0.0: a difference under 0.005 prints as +0.00, not -0.00.
-        diff = ""
-        if codec != "fp32" and fp32:
-            points = 100 * (mean_accuracy(runs) - mean_accuracy(fp32))
-            diff = "%+.2f" % (round(points, 2) + 0.0)
+        diff = (points_difference(mean_accuracy(runs), mean_accuracy(fp32))
+                if codec != "fp32" and fp32 else "")
         # One seed has no spread to show.
         spread = " ± %.2f" % (50 * (max(acc) - min(acc))) if len(acc) > 1 else ""
         print("| %s | %d | %s | %d of %d | %.2f%%%s | %s | %.1fx |" % (

@@ -17,3 +17,12 @@ def training_seconds(run_dir):
     if not records:
         return None
     return records[-1]["wall_s"] - sum(r.get("eval_s", 0) for r in records)
+
+
+def points_difference(accuracy, reference):
+    """accuracy - reference in percentage points, signed, as "+0.12".
+
+    Rounded before formatting (and + 0.0 turns -0.0 into 0.0), so a
+    difference under 0.005 points reads "+0.00", never "-0.00".
+    """
+    return "%+.2f" % (round(100 * (accuracy - reference), 2) + 0.0)
