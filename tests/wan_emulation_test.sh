@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The emulated WAN (deploy/wan/tern-wan, README.md there), end to end:
 #   - `up` with 2 DCs at a small W makes exactly Pgs, Pdc0, Pdc1, with lo up,
-#     the documented addresses, tbf at W on both ends of both links, and its
-#     own check passes; `check` passes again on its own;
+#     the documented addresses, tbf at W with the --queue_ms given on both
+#     ends of both links, and its own check passes; `check` passes again on
+#     its own;
+#   - `up --congestion reno` sets reno in every namespace it makes;
 #   - net_probe across a WAN link (both directions) and DC to DC through the
 #     GS stays within 70%..130% of W, while a DC's loopback (the LAN) is not
 #     shaped (well above W);
@@ -88,7 +90,7 @@ hi_bound=$(awk -v w="$W" 'BEGIN { print 1.3 * w }')
 # ------------------------------------------------------------------ up ---
 rc=0
 "$TERN_WAN" up --datacenters 2 --wan_mbit "$W" --prefix "$P" \
-  --probe "$PROBE" >"$TEST_TMPDIR/up.out" 2>&1 || rc=$?
+  --queue_ms 80 --probe "$PROBE" >"$TEST_TMPDIR/up.out" 2>&1 || rc=$?
 cat "$TEST_TMPDIR/up.out"
 [[ $rc -eq 0 ]] || fail "up exited $rc"
 [[ $(grep -c '  ok$' "$TEST_TMPDIR/up.out") -eq 4 ]] ||
@@ -108,6 +110,8 @@ for end in "${P}gs dc0" "${P}gs dc1" "${P}dc0 wan0" "${P}dc1 wan0"; do
   read -r ns dev <<<"$end"
   [[ "$(tc -j -n "$ns" qdisc show dev "$dev")" == *'"kind":"tbf"'*"\"rate\":$want_rate,"* ]] ||
     fail "no tbf at $W mbit on $dev in $ns: $(tc -n "$ns" qdisc show dev "$dev")"
+  [[ "$(tc -j -n "$ns" qdisc show dev "$dev")" == *'"lat":80000'* ]] ||
+    fail "tbf on $dev in $ns does not queue 80 ms: $(tc -n "$ns" qdisc show dev "$dev")"
 done
 [[ "$(ip -n "${P}gs" -4 -o addr show dev dc0)" == *10.77.0.1/30* ]] || fail "GS side of link 0"
 [[ "$(ip -n "${P}gs" -4 -o addr show dev dc1)" == *10.77.1.1/30* ]] || fail "GS side of link 1"
@@ -159,7 +163,8 @@ grep -q "tern-wan down --prefix $P" "$TEST_TMPDIR/again.err" ||
   fail "the refused up changed the namespaces"
 for bad in "up --datacenters 0" "up --datacenters 2 --wan_mbit -1" \
   "up --datacenters 2 --prefix a/b" "down --wan_mbit 3" "check --seconds 1" \
-  "exec dc0" "frob"; do
+  "up --datacenters 1 --queue_ms 0" "up --datacenters 1 --congestion nosuch" \
+  "check --queue_ms 10" "exec dc0" "frob"; do
   rc=0
   # shellcheck disable=SC2086  # the words of $bad are the arguments
   "$TERN_WAN" $bad >/dev/null 2>&1 || rc=$?
@@ -175,8 +180,9 @@ done
 
 # ------------------------------------------------------------ unshaped ---
 # --wan_mbit 0: no tbf on either end; check measures and reports only.
+# --congestion reno (always built in) in every namespace.
 rc=0
-"$TERN_WAN" up --datacenters 1 --wan_mbit 0 --prefix "$P" \
+"$TERN_WAN" up --datacenters 1 --wan_mbit 0 --prefix "$P" --congestion reno \
   --probe "$PROBE" >"$TEST_TMPDIR/unshaped.out" 2>&1 || rc=$?
 cat "$TEST_TMPDIR/unshaped.out"
 [[ $rc -eq 0 ]] || fail "an unshaped up exited $rc"
@@ -187,6 +193,12 @@ for end in "${P}gs dc0" "${P}dc0 wan0"; do
   [[ "$(tc -j -n "$ns" qdisc show dev "$dev")" != *'"kind":"tbf"'* ]] ||
     fail "an unshaped up put tbf on $dev in $ns"
 done
+for ns in "${P}gs" "${P}dc0"; do
+  cc="$(ip netns exec "$ns" cat /proc/sys/net/ipv4/tcp_congestion_control)"
+  [[ "$cc" == reno ]] || fail "--congestion reno left $ns at '$cc'"
+done
+grep -q 'TCP congestion control: reno$' "$TEST_TMPDIR/unshaped.out" ||
+  fail "up did not print the congestion control it set"
 "$TERN_WAN" down --prefix "$P" || fail "down after the unshaped up failed"
 
 # ----------------------------------------------------- failed up, Ctrl-C ---
