@@ -15,19 +15,27 @@
 #   bench/net.sh [--workers N] [--shards S] [--rates "0 1000 100"]
 #                [--placements "dedicated colocated"] [--codecs "..."]
 #                [--steps N] [--warmup N] [--batch_size B] [--model M]
-#                [--dataset D] [--tern PATH] [--probe PATH] [--out DIR]
-#                [--prefix P] [--table_only] [-- extra worker flags]
+#                [--dataset D] [--queue_ms Q] [--congestion CC]
+#                [--tern PATH] [--probe PATH] [--out DIR]
+#                [--prefix P] [--trace] [--table_only]
+#                [-- extra worker flags]
 #
 # Defaults: 4 workers, LeNet on Fashion-MNIST, batch 64 per worker, 10
 # warm-up and 30 timed steps, rates 0 (unshaped veths), 1000 and 100
 # mbit/s, both placements, codecs fp32 fp16 terngrad terngrad-base3 onebit
 # dropping (any codec row with "-overlap" appended runs it with
-# --overlap=true); dedicated shards: --shards (default N). Root only (network
+# --overlap=true); dedicated shards: --shards (default N); tbf's queue and
+# the namespaces' TCP congestion control: tern-wan's defaults (50 ms, the
+# host's) unless --queue_ms / --congestion say otherwise. Root only (network
 # namespaces). Needs a built tern (`bazel build -c opt //tern`; copy it
 # aside with --tern while you rebuild) and //deploy/wan:net_probe
 # (--probe). Results go to OUT/<rate>/<placement>/<codec>/ (default
 # runs/bench-net), the rows also to OUT/results.json; --table_only prints
-# the table from them again.
+# the table from them again. Besides the bytes, each run records the TCP
+# segments retransmitted, the retransmission timeouts and the packets tbf
+# dropped, summed over the hosts (the table shows them per step). --trace
+# also samples every worker host's link counters every 10 ms during each
+# run into trace-<host>.txt (bench/link_trace.py show draws one).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -44,6 +52,9 @@ dataset=fashion-mnist
 tern=bazel-bin/tern/tern
 out=runs/bench-net
 prefix=tnb-
+queue_ms=""
+trace=""
+congestion=""
 probe=bazel-bin/deploy/wan/net_probe
 table_only=""
 extra=()
@@ -66,8 +77,11 @@ while [[ $# -gt 0 ]]; do
     --tern) tern="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --prefix) prefix="$2"; shift 2 ;;
+    --queue_ms) queue_ms="$2"; shift 2 ;;
+    --congestion) congestion="$2"; shift 2 ;;
     --probe) probe="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
+    --trace) trace=1; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -145,13 +159,29 @@ shard_list() {  # placement
   (IFS=,; echo "${list[*]}")
 }
 
-# Every host's link counters, one line "host tx rx" each (bytes leaving and
-# entering the host over its shaped link).
+# Packets tbf dropped on one interface (0 without tbf).
+tbf_drops() {  # namespace interface
+  tc -s -j -n "$1" qdisc show dev "$2" 2>/dev/null |
+    grep -o '"drops":[0-9]*' | grep -o '[0-9]*$' | head -1 | grep . || echo 0
+}
+
+# One counter of a namespace's TCP statistics (nstat's absolute values,
+# without touching its history file).
+tcp_counter() {  # namespace name
+  ip netns exec "$1" nstat -asz "$2" 2>/dev/null | awk -v n="$2" '$1 == n { print $2 }' | grep . || echo 0
+}
+
+# Every host's link counters, one line each: host, bytes leaving and
+# entering it over its shaped link, TCP segments it retransmitted, its
+# retransmission timeouts, and the packets tbf dropped on its link (both
+# ends: leaving the host and leaving the switch towards it).
 read_counters() {
   local h ns
   for ((h = 0; h < hosts; h++)); do
     ns="${prefix}dc$h"
-    echo "$h $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/tx_bytes) $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/rx_bytes)"
+    echo "$h $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/tx_bytes) $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/rx_bytes)" \
+      "$(tcp_counter "$ns" TcpRetransSegs) $(tcp_counter "$ns" TcpExtTCPTimeouts)" \
+      "$(($(tbf_drops "$ns" wan0) + $(tbf_drops "${prefix}gs" "dc$h")))"
   done
 }
 
@@ -185,6 +215,12 @@ run_one() {  # rate placement codec
       >"$dir/ps-$s.log" 2>&1 &
   done
   read_counters >"$dir/counters-before.txt"
+  if [[ -n "$trace" ]]; then
+    for ((h = 0; h < workers; h++)); do
+      "$wan" exec "dc$h" --prefix "$prefix" -- python3 "$here/link_trace.py" \
+        sample --out "$dir/trace-$h.txt" >/dev/null 2>&1 &
+    done
+  fi
   # shellcheck disable=SC2046  # flags_of's words are flags
   for ((h = 0; h < workers; h++)); do
     "$wan" exec "dc$h" --prefix "$prefix" -- "$tern" worker \
@@ -217,8 +253,10 @@ for rate in $rates; do
   echo "== $rate mbit/s ($([[ $rate == 0 ]] && echo unshaped || echo tbf)): $hosts hosts" >&2
   mkdir -p "$out/$rate"
   "$wan" up --datacenters "$hosts" --wan_mbit "$rate" --prefix "$prefix" \
+    ${queue_ms:+--queue_ms "$queue_ms"} ${congestion:+--congestion "$congestion"} \
     --probe "$probe" --seconds 2 >"$out/$rate/up.log" 2>&1 ||
     { cat "$out/$rate/up.log" >&2; die "tern-wan up at $rate mbit/s failed"; }
+  grep -E '^  (WAN|TCP)' "$out/$rate/up.log" | sed 's/^ */   /' >&2 || true
   for placement in $placements; do
     # Goodput before each placement's runs (tern-wan's bulk TCP probe).
     "$wan" check --prefix "$prefix" --probe "$probe" --seconds 2 \

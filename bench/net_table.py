@@ -3,8 +3,9 @@
 
 Reads OUT/<rate>/<placement>/<codec>/: worker-*.jsonl (one record per
 step: wall_s is cumulative, compute_s ... decode_s the step's split) and
-counters-{before,after}.txt ("host tx_bytes rx_bytes" of each host's
-link). Step times are worker 0's, from the differences of wall_s over the
+counters-{before,after}.txt (per host: the bytes leaving and entering
+its link, then, in runs since these were recorded, TCP segments
+retransmitted, retransmission timeouts and tbf drops). Step times are worker 0's, from the differences of wall_s over the
 timed steps (after --warmup); the steps are synchronous, so every worker's
 are the same to within its share of the last barrier.
 """
@@ -27,24 +28,38 @@ def read_records(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+LOSS_COUNTERS = ("retransmits", "timeouts", "tbf_drops")
+
+
 def read_counters(path):
+    """host -> [tx, rx] or [tx, rx, retransmits, timeouts, tbf_drops]."""
     counters = {}
     with open(path) as f:
         for line in f:
-            host, tx, rx = line.split()
-            counters[int(host)] = (int(tx), int(rx))
+            host, *values = line.split()
+            counters[int(host)] = [int(v) for v in values]
     return counters
 
 
-def link_bytes_per_step(run_dir, steps):
-    """The busiest host link's bytes per step (the larger direction)."""
+def link_counters_per_step(run_dir, steps):
+    """The busiest host link's bytes per step (the larger direction) and
+    the loss counters per step summed over the hosts (None where the run
+    predates them)."""
     before = read_counters(os.path.join(run_dir, "counters-before.txt"))
     after = read_counters(os.path.join(run_dir, "counters-after.txt"))
     busiest = 0
-    for host, (tx, rx) in after.items():
-        tx0, rx0 = before[host]
-        busiest = max(busiest, tx - tx0, rx - rx0)
-    return busiest / steps
+    losses = {name: 0 for name in LOSS_COUNTERS}
+    for host, now in after.items():
+        delta = [a - b for a, b in zip(now, before[host])]
+        busiest = max(busiest, delta[0], delta[1])
+        if len(delta) < 2 + len(LOSS_COUNTERS):
+            losses = None
+        elif losses is not None:
+            for name, value in zip(LOSS_COUNTERS, delta[2:]):
+                losses[name] += value
+    if losses is not None:
+        losses = {name: value / steps for name, value in losses.items()}
+    return busiest / steps, losses
 
 
 def summarize(run_dir, warmup):
@@ -61,6 +76,7 @@ def summarize(run_dir, warmup):
              if r["step"] - 1 in wall]
     split = {k: statistics.median(r[k] for r in timed)
              for k in ("compute_s", "encode_s", "network_s", "decode_s")}
+    link_bytes, losses = link_counters_per_step(run_dir, len(records))
     return {
         "workers": len([f for f in os.listdir(run_dir)
                         if f.startswith("worker-") and f.endswith(".jsonl")]),
@@ -69,7 +85,8 @@ def summarize(run_dir, warmup):
         "median": statistics.median(steps),
         "p90": quantile(steps, 0.9),
         "split": split,
-        "link_bytes": link_bytes_per_step(run_dir, len(records)),
+        "link_bytes": link_bytes,
+        "losses_per_step": losses,
         "timed": len(steps),
     }
 
@@ -85,23 +102,40 @@ def goodput_mbit(out, rate, placement):
     return min(rates) if rates else None
 
 
+def link_setup(out, rate):
+    """tern-wan up's lines on the links' queue and TCP, from up.log."""
+    path = os.path.join(out, str(rate), "up.log")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.strip() for line in f
+                if line.startswith(("  WAN:", "  TCP congestion control:"))]
+
+
+def losses_cell(s):
+    losses = s["losses_per_step"]
+    if losses is None:
+        return "-"
+    return "%.0f / %.2f / %.0f" % tuple(losses[n] for n in LOSS_COUNTERS)
+
+
 def rate_name(rate):
     return "unshaped" if rate == 0 else "%d mbit/s" % rate
 
 
 def row(rate, placement, codec, s, fp32):
     if s is None:
-        return "| %s | %s | %s | no result | | | | | | |" % (
+        return "| %s | %s | %s | no result | | | | | | | |" % (
             rate_name(rate), placement, codec)
     split = s["split"]
     bound = ("%.3f s" % (s["link_bytes"] * 8 / (rate * 1e6))
              if rate else "-")
     speedup = ("%.2fx" % (fp32["median"] / s["median"])
                if fp32 is not None else "-")
-    return "| %s | %s | %s | %.3f s | %.3f s | %s | %.3f / %.3f / %.3f / %.3f | %.2f MB | %s |" % (
+    return "| %s | %s | %s | %.3f s | %.3f s | %s | %.3f / %.3f / %.3f / %.3f | %.2f MB | %s | %s |" % (
         rate_name(rate), placement, codec, s["median"], s["p90"], speedup,
         split["compute_s"], split["encode_s"], split["network_s"],
-        split["decode_s"], s["link_bytes"] / 1e6, bound)
+        split["decode_s"], s["link_bytes"] / 1e6, bound, losses_cell(s))
 
 
 def main():
@@ -113,10 +147,14 @@ def main():
     parser.add_argument("--warmup", type=int, required=True)
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
+    for rate in (int(r) for r in args.rates.split()):
+        for line in link_setup(args.out, rate):
+            print("%s: %s" % (rate_name(rate), line))
     print("| link | shards | codec | step (median) | step (p90) | fp32 / codec"
           " | compute / encode / network / decode (median s) | busiest link"
-          " per step | wire bound |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " per step | wire bound | retransmits / timeouts / tbf drops"
+          " per step |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     missing = 0
     results = []
     for rate in (int(r) for r in args.rates.split()):

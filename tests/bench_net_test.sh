@@ -8,6 +8,10 @@
 #   - terngrad's busiest link carries under a fifth of fp32's;
 #   - a shaped fp32 step takes at least 0.9 of its wire bound (the link
 #     cannot be faster than its tbf rate), unshaped rows have no bound;
+#   - every row counts retransmits, timeouts and tbf drops (none unshaped);
+#   - --queue_ms and --congestion reach the links (the table's header);
+#   - --trace samples every worker host's link, and the samples add up to
+#     the bytes its counters saw;
 #   - no namespace of the benchmark is left afterwards.
 # Without root or network namespaces it prints "SKIPPED: <reason>".
 #
@@ -32,7 +36,7 @@ ip netns delete "${P}probe"
 rc=0
 "$BENCH" --workers 2 --rates "0 200" --codecs "fp32 terngrad" --steps 3 \
   --warmup 1 --dataset synthetic --tern "$TERN" --probe "$PROBE" \
-  --out "$OUT" --prefix "$P" >"$TEST_TMPDIR/table.md" 2>"$TEST_TMPDIR/bench.err" || rc=$?
+  --queue_ms 80 --congestion reno --trace --out "$OUT" --prefix "$P" >"$TEST_TMPDIR/table.md" 2>"$TEST_TMPDIR/bench.err" || rc=$?
 cat "$TEST_TMPDIR/bench.err" "$TEST_TMPDIR/table.md"
 [[ $rc -eq 0 ]] || fail "bench/net.sh exited $rc"
 [[ -z "$(ip netns list | grep "^$P" || true)" ]] || fail "namespaces left: $(ip netns list | grep "^$P")"
@@ -63,8 +67,37 @@ for placement in ("dedicated", "colocated"):
     print("200 mbit/s %s fp32: median step %.3f s, wire bound %.3f s"
           % (placement, r["median"], bound))
     assert r["median"] >= 0.9 * bound, "faster than the link allows"
+for (rate, placement, codec), r in by.items():
+    losses = r["losses_per_step"]
+    assert losses is not None and min(losses.values()) >= 0, losses
+    if rate == 0:
+        assert losses["tbf_drops"] == 0, "tbf drops without tbf: %s" % losses
 EOF
-grep -q '^| unshaped | dedicated | fp32 | .* | - |$' "$TEST_TMPDIR/table.md" ||
+grep -q '^200 mbit/s: WAN: .*latency 80ms' "$TEST_TMPDIR/table.md" ||
+  fail "--queue_ms 80 did not reach the links"
+grep -q '^200 mbit/s: TCP congestion control: reno$' "$TEST_TMPDIR/table.md" ||
+  fail "--congestion reno did not reach the hosts"
+run="$OUT/200/colocated/fp32"
+for h in 0 1; do
+  [[ -s "$run/trace-$h.txt" ]] || fail "no link trace of host $h"
+done
+# The trace's first and last samples against the counters read around the run.
+/usr/bin/python3 - "$run" <<'EOF' || fail "the link trace does not match the counters"
+import sys
+run = sys.argv[1]
+samples = [l.split() for l in open(run + "/trace-0.txt") if l.strip()]
+traced = int(samples[-1][1]) - int(samples[0][1])
+def tx(name):
+    return next(int(l.split()[1]) for l in open(run + "/" + name) if l.split()[0] == "0")
+counted = tx("counters-after.txt") - tx("counters-before.txt")
+print("host 0 sent %d bytes by its counters, %d in its trace" % (counted, traced))
+assert 0.9 * counted <= traced <= counted, (traced, counted)
+EOF
+"$(dirname "$BENCH")/link_trace.py" show "$run/trace-0.txt" --mbit 200 >"$TEST_TMPDIR/trace.txt" ||
+  fail "link_trace.py show failed"
+grep -q '^sent below a tenth of the rate: [0-9]*% of [0-9]* bins$' "$TEST_TMPDIR/trace.txt" ||
+  fail "link_trace.py show printed no summary: $(cat "$TEST_TMPDIR/trace.txt")"
+grep -Eq '^\| unshaped \| dedicated \| fp32 \| .* \| - \| [0-9]+ / [0-9.]+ / 0 \|$' "$TEST_TMPDIR/table.md" ||
   fail "the unshaped fp32 row has a wire bound"
 grep -q '^| 200 mbit/s | colocated | terngrad |' "$TEST_TMPDIR/table.md" ||
   fail "no 200 mbit/s colocated terngrad row"
