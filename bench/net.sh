@@ -159,10 +159,15 @@ shard_list() {  # placement
   (IFS=,; echo "${list[*]}")
 }
 
-# Packets tbf dropped on one interface (0 without tbf).
+# Packets the root qdisc of one interface dropped (tbf's; 0 when none).
 tbf_drops() {  # namespace interface
-  tc -s -j -n "$1" qdisc show dev "$2" 2>/dev/null |
-    grep -o '"drops":[0-9]*' | grep -o '[0-9]*$' | head -1 | grep . || echo 0
+  tc -s -j -n "$1" qdisc show dev "$2" 2>/dev/null | python3 -c '
+import json, sys
+try:
+    qdiscs = json.load(sys.stdin)
+except ValueError:
+    qdiscs = []
+print(sum(q.get("drops", 0) for q in qdiscs if q.get("root")))'
 }
 
 # One counter of a namespace's TCP statistics (nstat's absolute values,
