@@ -12,12 +12,15 @@
 #   docs/convergence.sh [--workers "2 4 8 16"] [--codecs "fp32 terngrad"]
 #                       [--seeds "1 2 3"] [--steps N] [--shards S]
 #                       [--out DIR] [--tern PATH] [--table_only]
-#                       [--chart FILE]
+#                       [--chart FILE] [--keep DIR]
 #
 # --codecs takes the rows' names of docs/codec_variants.sh (a codec, or a
 # codec with options: terngrad-noclip, dropping-99.9-tensor-2bit, ...).
 # --chart draws seed 1 of every row with `tern plot` and copies its
-# overview to FILE.
+# overview to FILE. --keep copies the summary.json of every finished run of
+# the invocation to DIR/n<N>/<codec>/seed<S>/: the repository keeps those
+# of its tables under docs/results/convergence, so that `--table_only
+# --out docs/results/convergence` prints them again without the runs.
 #
 # Defaults: the lists above, 3000 steps (the paper runs 10,000; 3000 are
 # 3.2 epochs of Fashion-MNIST at 64 a step, and the schedule reaches 0
@@ -34,8 +37,9 @@ out=runs/convergence
 tern=bazel-bin/tern/tern
 table_only=""
 chart=""
+keep=""
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "convergence.sh: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
@@ -49,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --tern) tern="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
     --chart) chart="$2"; shift 2 ;;
+    --keep) keep="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -80,6 +85,20 @@ if [[ -z "$table_only" ]]; then
           --steps "$steps" --eval_every 0 --seed "$seed" \
           $(flags_of "$codec") --out_dir "$run" >"$run.log" 2>&1 ||
           echo "   failed: see $run.log" >&2
+      done
+    done
+  done
+fi
+
+# The summaries of this invocation's finished runs, kept where --keep says.
+if [[ -n "$keep" ]]; then
+  for n in $workers_list; do
+    for codec in $codecs; do
+      for seed in $seeds; do
+        run="$out/n$n/$codec/seed$seed"
+        ok "$run" || continue
+        mkdir -p "$keep/n$n/$codec/seed$seed"
+        cp "$run/summary.json" "$keep/n$n/$codec/seed$seed/"
       done
     done
   done
