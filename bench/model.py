@@ -18,13 +18,25 @@ bytes at the unshaped links' goodput are taken out. The model then
 predicts every shaped row from the profile and the link's goodput alone,
 and --predict extrapolates to other worker counts and rates.
 
+A TernGrad pull is the sum of N workers' ternary codes, so it grows with
+N. For another N the model scales the profiled pull by the bits a sum takes
+in its layout: ceil(log2(2N+1)) bit-packed; 64 over the most base-(2N+1)
+digits a 64-bit word holds, radix; for Huffman-coded sums, the entropy of
+the sum of N independent codes, each nonzero with the probability that
+gives the profiled pull's bits a sum (parameters: fp32's pull over 4).
+
   bench/model.py [--results runs/bench-net/results.json]
                  [--predict "N=8,16 mbit=100,20"]
 """
 
 import argparse
 import json
+import math
 import sys
+
+# The sums' layout of each TernGrad row of bench/net.sh (its flags_of).
+SUM_LAYOUTS = {"terngrad": "huffman", "terngrad-2bit": "bits",
+               "terngrad-base3": "radix", "terngrad-radix": "radix"}
 
 
 def wire_s(placement, workers, push, pull, mbit):
@@ -34,6 +46,57 @@ def wire_s(placement, workers, push, pull, mbit):
     else:
         on_link = (workers - 1) / workers * per_worker
     return on_link * 8 / (mbit * 1e6)
+
+
+def ternary_sum_entropy(workers, nonzero):
+    """Bits of a sum of `workers` independent codes in {-1, 0, 1}, each
+    nonzero with probability `nonzero` (half +1, half -1)."""
+    dist = [1.0]
+    for _ in range(workers):
+        grown = [0.0] * (len(dist) + 2)
+        for i, p in enumerate(dist):
+            grown[i] += p * nonzero / 2
+            grown[i + 1] += p * (1 - nonzero)
+            grown[i + 2] += p * nonzero / 2
+        dist = grown
+    return -sum(p * math.log2(p) for p in dist if p > 0)
+
+
+def nonzero_for_entropy(workers, bits):
+    """The code's nonzero probability whose sums of `workers` codes take
+    `bits` a sum (bisection; entropy grows with it up to 2/3)."""
+    low, high = 0.0, 2.0 / 3.0
+    for _ in range(50):
+        middle = (low + high) / 2
+        if ternary_sum_entropy(workers, middle) < bits:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def sum_bits(layout, workers, nonzero):
+    levels = 2 * workers + 1
+    if layout == "bits":
+        return math.ceil(math.log2(levels))
+    if layout == "radix":
+        # As kernels' SumRadixDigitsPerWord: the most digits in 64 bits.
+        digits = 1
+        while levels ** (digits + 1) <= 2 ** 64:
+            digits += 1
+        return 64 / digits
+    return ternary_sum_entropy(workers, nonzero)
+
+
+def pull_at(codec, pull, workers, elements, new_workers):
+    """The profiled pull of `workers` scaled to `new_workers`: only TernGrad
+    sums grow with N; every other codec's pull is an average, N-free."""
+    layout = SUM_LAYOUTS.get(codec.removesuffix("-overlap"))
+    if layout is None or not elements or new_workers == workers:
+        return pull
+    nonzero = nonzero_for_entropy(workers, 8 * pull / elements)
+    return pull * (sum_bits(layout, new_workers, nonzero) /
+                   sum_bits(layout, workers, nonzero))
 
 
 class Profile:
@@ -56,14 +119,26 @@ class Profile:
                                  split["encode_s"] - split["decode_s"] - wire),
                 "push": r["push_msg_bytes"],
                 "pull": r["pull_msg_bytes"],
+                "workers": r["workers"],
             }
+
+    def elements(self, placement):
+        """Parameters of the model: fp32's pull is 4 bytes each."""
+        fp32 = self.by.get(("fp32", placement))
+        return fp32["pull"] / 4 if fp32 else None
+
+    def pull(self, codec, placement, workers):
+        p = self.by[(codec, placement)]
+        return pull_at(codec, p["pull"], p["workers"],
+                       self.elements(placement), workers)
 
     def predict(self, codec, placement, workers, mbit):
         p = self.by.get((codec, placement))
         if p is None:
             return None
         return p["cpu_s"] + p["latency_s"] + wire_s(
-            placement, workers, p["push"], p["pull"], mbit)
+            placement, workers, p["push"],
+            self.pull(codec, placement, workers), mbit)
 
 
 def check(rows, profile):
@@ -94,8 +169,9 @@ def parse_predict(text):
 
 
 def extrapolate(profile, workers_list, mbits):
-    print("| workers | link | shards | codec | predicted step | fp32 / codec |")
-    print("|---|---|---|---|---|---|")
+    print("| workers | link | shards | codec | pull per worker | "
+          "predicted step | fp32 / codec |")
+    print("|---|---|---|---|---|---|---|")
     codecs = sorted({c for c, _ in profile.by})
     placements = sorted({p for _, p in profile.by})
     for n in workers_list:
@@ -106,9 +182,10 @@ def extrapolate(profile, workers_list, mbits):
                     t = profile.predict(codec, placement, n, mbit)
                     if t is None:
                         continue
-                    print("| %d | %g mbit/s | %s | %s | %.3f s | %s |" % (
-                        n, mbit, placement, codec, t,
-                        "%.2fx" % (fp32 / t) if fp32 else "-"))
+                    pull = profile.pull(codec, placement, n)
+                    print("| %d | %g mbit/s | %s | %s | %.2f MB | %.3f s | %s |"
+                          % (n, mbit, placement, codec, pull / 1e6, t,
+                             "%.2fx" % (fp32 / t) if fp32 else "-"))
 
 
 def main():

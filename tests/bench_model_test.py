@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""bench/model.py: its pull extrapolation and its checks on a results file.
+
+Usage: bench_model_test.py MODEL_PY
+
+- a TernGrad pull scaled from N = 4 to 8 and 16 matches the pulls that
+  bench/pull_layouts.sh measured on LeNet (bench/README.md, "The pull in
+  fewer bits"): exactly for the bit-packed and radix layouts, whose size
+  depends on N alone, and within 10% for the Huffman-coded sums;
+- the sum entropy it rests on: one code nonzero with probability 2/3 is
+  log2(3) bits, entropy grows with N, and the bisection inverts it;
+- every other codec's pull stays as profiled;
+- on a synthetic results file the script predicts a shaped row from the
+  unshaped ones, and --predict prints a larger N with a larger pull.
+"""
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+import tempfile
+
+# bench/README.md, "The pull in fewer bits" (2026-11-28, e9c1ff0): KiB of
+# worker 0's pull per step at N = 4, 8, 16, and LeNet's parameter count.
+MEASURED_KIB = {
+    "terngrad-2bit": (1599.0, 1998.7, 2398.5),
+    "terngrad-base3": (1279.2, 1705.6, 2132.0),
+    "terngrad": (746.1, 950.1, 1220.5),
+}
+TOLERANCE = {"terngrad-2bit": 0.001, "terngrad-base3": 0.001,
+             "terngrad": 0.10}
+LENET_PARAMETERS = 3274634
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_pulls(model, failures):
+    for codec, kib in MEASURED_KIB.items():
+        for n, measured in zip((8, 16), kib[1:]):
+            got = model.pull_at(codec, kib[0], 4, LENET_PARAMETERS / 1024, n)
+            error = abs(got / measured - 1)
+            print("%s N=%d: predicted %.1f KiB, measured %.1f (%.1f%%)"
+                  % (codec, n, got, measured, 100 * error))
+            if error > TOLERANCE[codec]:
+                failures.append("%s at N=%d off by %.1f%%"
+                                % (codec, n, 100 * error))
+    if model.pull_at("fp16", 1000.0, 4, 4000.0, 16) != 1000.0:
+        failures.append("fp16's pull changed with N")
+
+
+def check_entropy(model, failures):
+    if abs(model.ternary_sum_entropy(1, 2 / 3) - math.log2(3)) > 1e-12:
+        failures.append("one uniform code is not log2(3) bits")
+    bits = [model.ternary_sum_entropy(n, 0.2) for n in (1, 2, 4, 8, 16)]
+    if bits != sorted(bits) or len(set(bits)) != len(bits):
+        failures.append("sum entropy does not grow with N: %s" % bits)
+    nonzero = model.nonzero_for_entropy(4, bits[2])
+    if abs(nonzero - 0.2) > 1e-6:
+        failures.append("bisection gave %g for 0.2" % nonzero)
+
+
+def row(rate, codec, workers, pull, median, goodput):
+    split = {"compute_s": 0.1, "encode_s": 0.01, "network_s": 0.0,
+             "decode_s": 0.01}
+    return {"rate_mbit": rate, "placement": "colocated", "codec": codec,
+            "goodput_mbit": goodput,
+            "result": {"workers": workers, "push_msg_bytes": pull / 2,
+                       "pull_msg_bytes": pull, "median": median,
+                       "p90": median, "split": split}}
+
+
+def check_script(path, failures):
+    rows = [row(0, "fp32", 4, 4e6, 0.2, 10000.0),
+            row(0, "terngrad", 4, 2e5, 0.13, 10000.0),
+            row(100, "fp32", 4, 4e6, 0.60, 95.0),
+            row(100, "terngrad", 4, 2e5, 0.16, 95.0)]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(rows, f)
+        f.flush()
+        out = subprocess.run(
+            [sys.executable, path, "--results", f.name,
+             "--predict", "N=4,16 mbit=100"],
+            capture_output=True, text=True, check=False)
+    print(out.stdout, out.stderr)
+    if out.returncode != 0 or "| 100 mbit/s | colocated | fp32 |" not in out.stdout:
+        failures.append("the script did not check the shaped rows")
+    pulls = [line.split("|")[5] for line in out.stdout.splitlines()
+             if "| colocated | terngrad |" in line and "MB" in line]
+    if len(pulls) != 2 or not float(pulls[0].split()[0]) < float(pulls[1].split()[0]):
+        failures.append("--predict did not grow terngrad's pull: %s" % pulls)
+
+
+def main():
+    model = load(sys.argv[1])
+    failures = []
+    check_pulls(model, failures)
+    check_entropy(model, failures)
+    check_script(sys.argv[1], failures)
+    for failure in failures:
+        print("FAIL:", failure)
+    print("PASS" if not failures else "%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
