@@ -91,7 +91,10 @@ def sum_bits(layout, workers, nonzero):
 def pull_at(codec, pull, workers, elements, new_workers):
     """The profiled pull of `workers` scaled to `new_workers`: only TernGrad
     sums grow with N; every other codec's pull is an average, N-free."""
-    layout = SUM_LAYOUTS.get(codec.removesuffix("-overlap"))
+    base = codec
+    for suffix in ("-overlap", "-inturn"):
+        base = base.removesuffix(suffix)
+    layout = SUM_LAYOUTS.get(base)
     if layout is None or not elements or new_workers == workers:
         return pull
     nonzero = nonzero_for_entropy(workers, 8 * pull / elements)

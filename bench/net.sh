@@ -24,7 +24,8 @@
 # warm-up and 30 timed steps, rates 0 (unshaped veths), 1000 and 100
 # mbit/s, both placements, codecs fp32 fp16 terngrad terngrad-base3 onebit
 # dropping (any codec row with "-overlap" appended runs it with
-# --overlap=true); dedicated shards: --shards (default N); tbf's queue and
+# --overlap=true, with "-inturn" with --push_order=in_turn);
+# dedicated shards: --shards (default N); tbf's queue and
 # the namespaces' TCP congestion control: tern-wan's defaults (50 ms, the
 # host's) unless --queue_ms / --congestion say otherwise. Root only (network
 # namespaces). Needs a built tern (`bazel build -c opt //tern`; copy it
@@ -101,7 +102,7 @@ for r in $rates; do
     die "--rates: '$r' is not 0 (unshaped) or an integer mbit/s up to 10000"
 done
 for c in $codecs; do
-  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap)?$ ]] ||
+  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap|-inturn)?$ ]] ||
     die "--codecs: unknown '$c'"
 done
 
@@ -127,10 +128,15 @@ shard_host=$workers
 addr_of_host() { echo "10.77.$1.2"; }
 
 # The flags of each codec row beyond --codec. A row named X-overlap runs
-# X with --overlap=true (each shard pushed while backward runs).
+# X with --overlap=true (each shard pushed while backward runs), X-inturn
+# with --push_order=in_turn (the shards pushed one after another).
 flags_of() {
   if [[ "$1" == *-overlap ]]; then
     echo "$(flags_of "${1%-overlap}") --overlap=true"
+    return
+  fi
+  if [[ "$1" == *-inturn ]]; then
+    echo "$(flags_of "${1%-inturn}") --push_order=in_turn"
     return
   fi
   case "$1" in

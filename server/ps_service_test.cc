@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
 #include "server/wire.h"
@@ -147,10 +149,24 @@ struct WorkerRun {
   tern::v1::PushPullResponse pull;
 };
 
+// Sends the push of a WorkerRun and takes its answer.
+using SendPush = std::function<grpc::Status(
+    tern::v1::ParameterServer::Stub*, const tern::v1::PushPullRequest&,
+    tern::v1::PushPullResponse*)>;
+
+grpc::Status PushPullNow(tern::v1::ParameterServer::Stub* stub,
+                         const tern::v1::PushPullRequest& push,
+                         tern::v1::PushPullResponse* pull) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  return stub->PushPull(&context, push, pull);
+}
+
 // Join, ShareScalers and PushPull of step 0 over the wire.
 WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
                     uint32_t num_workers,
-                    net::TransportSecurity security = {}) {
+                    net::TransportSecurity security = {},
+                    const SendPush& send_push = PushPullNow) {
   WorkerRun run;
   const auto shard_client = shard.NewStub(std::move(security));
   const auto codec = TernGrad();
@@ -202,9 +218,7 @@ WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
     chunk->set_chunk_key(key);
     PayloadToWire(*payload, chunk->mutable_payload());
   }
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  run.status = shard_client->PushPull(&context, run.push, &run.pull);
+  run.status = send_push(shard_client.get(), run.push, &run.pull);
   return run;
 }
 
@@ -260,6 +274,56 @@ TEST_P(PsServiceTest, WorkersAsThreadsRunOneStepOverLoopback) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, PsServiceTest, ::testing::Values(2u, 3u));
+
+// A taken push's initial metadata comes at once, before the step's answer
+// (which waits for the other worker's push): the sign a worker with
+// --push_order=in_turn starts its next shard's push on.
+TEST(PsServicePipelineTest, ATakenPushIsSignalledBeforeTheAnswer) {
+  InProcessShard shard(2, absl::Seconds(20));
+  ASSERT_TRUE(shard.started());
+  absl::Notification signalled;
+  absl::Notification second_pushes;
+  const SendPush first = [&](tern::v1::ParameterServer::Stub* stub,
+                             const tern::v1::PushPullRequest& push,
+                             tern::v1::PushPullResponse* pull) {
+    grpc::CompletionQueue queue;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    grpc::Status status;
+    auto reader = stub->AsyncPushPull(&context, push, &queue);
+    int received = 1, done = 2;
+    reader->ReadInitialMetadata(&received);
+    reader->Finish(pull, &status, &done);
+    for (int events = 0; events < 2; ++events) {
+      void* tag = nullptr;
+      bool ok = false;
+      if (!queue.Next(&tag, &ok)) break;
+      if (tag == &received) {
+        EXPECT_FALSE(second_pushes.HasBeenNotified())
+            << "the metadata waited for the step's answer";
+        signalled.Notify();
+      }
+    }
+    return status;
+  };
+  const SendPush second = [&](tern::v1::ParameterServer::Stub* stub,
+                              const tern::v1::PushPullRequest& push,
+                              tern::v1::PushPullResponse* pull) {
+    // Up to 5 s for worker 0's metadata, which must not need this push.
+    signalled.WaitForNotificationWithTimeout(absl::Seconds(5));
+    second_pushes.Notify();
+    return PushPullNow(stub, push, pull);
+  };
+  WorkerRun runs[2];
+  std::thread other([&] { runs[1] = RunWorker(shard, 1, 2, {}, second); });
+  runs[0] = RunWorker(shard, 0, 2, {}, first);
+  other.join();
+  EXPECT_TRUE(signalled.HasBeenNotified());
+  for (const WorkerRun& run : runs) {
+    ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+    EXPECT_EQ(run.pull.step(), 0u);
+  }
+}
 
 TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
   InProcessShard shard(1, absl::Seconds(10));

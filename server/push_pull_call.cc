@@ -60,6 +60,10 @@ grpc::ServerUnaryReactor* PushPullCall::Serve(
     reactor->Finish(ToGrpcStatus(push.status()));
     return reactor;
   }
+  // The worker's sign that this shard has its push: a worker that sends
+  // its shards' pushes one after another (--push_order) starts the
+  // next on it, while this one waits for the step's other pushes.
+  reactor->StartSendInitialMetadata();
   handle_(*push, [this, reactor, response,
                   arrived](absl::StatusOr<PushAnswer> answer) {
     if (!answer.ok()) {

@@ -8,6 +8,10 @@
 // and gRPC serialized each message again (issue 20, item 3). An LPS, whose
 // answers differ by worker, writes each one once.
 //
+// A push that is taken sends the response's initial metadata at once,
+// before the step's answer: the worker's sign that this shard has it
+// (worker/ps_client.h, PushOrder).
+//
 // The request is parsed here as gRPC's own handler parses it, the parse
 // taking the received bytes, so that a push held at the barrier holds
 // neither those nor its payload (TakePushFromWire; issue 14).

@@ -297,6 +297,7 @@ class Cluster {
       PsClientOptions client_options;
       client_options.rpc_timeout = rpc_timeout;
       client_options.join_timeout = join_timeout;
+      client_options.push_order = ParsePushOrder(options.push_order);
       client_options.max_message_bytes = (*trainer)->max_message_bytes();
       clients.push_back(
           *PsClient::Connect(options.ps, client_options, MakeNullLogger()));
@@ -436,6 +437,31 @@ TEST(TrainerTest, TwoTernGradWorkersStayIdenticalAndLearn) {
   EXPECT_EQ(cluster.shard(0).scaler_calls(), 2 * 24);
 }
 
+// Runs 2 workers on 3 real shards with `options`, then with `changed`:
+// both runs must end with the same parameters and move the same payload
+// bytes at every step.
+void ExpectTheSameRun(const WorkerOptions& options,
+                      const WorkerOptions& changed, const std::string& what) {
+  std::vector<WorkerResult> before, after;
+  {
+    Cluster cluster(options, 3, ShardKind::kReal);
+    ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &before));
+  }
+  {
+    Cluster cluster(changed, 3, ShardKind::kReal);
+    ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, changed.steps, &after));
+  }
+  EXPECT_EQ(after[0].checksum, after[1].checksum) << what;
+  EXPECT_EQ(after[0].checksum, before[0].checksum) << what;
+  for (uint64_t step = 0; step < options.steps; ++step) {
+    for (const char* field : {"push_bytes", "pull_bytes"}) {
+      EXPECT_EQ(Field(after[0].lines[step], field),
+                Field(before[0].lines[step], field))
+          << what << " step " << step << " " << field;
+    }
+  }
+}
+
 // --overlap pushes each shard from the gradient hooks, with the shards in
 // backward order; every chunk's bytes are those of the sequential step, so
 // both runs end with the same parameters and move the same payload bytes.
@@ -444,27 +470,20 @@ TEST(TrainerTest, OverlapEndsWithTheSequentialStepsParameters) {
     WorkerOptions options = SmallRun();
     options.steps = 6;
     options.codec = *kernels::ParseCodecName(codec);
-    std::vector<WorkerResult> sequential;
-    {
-      Cluster cluster(options, 3, ShardKind::kReal);
-      ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &sequential));
-    }
-    options.overlap = true;
-    std::vector<WorkerResult> overlapped;
-    {
-      Cluster cluster(options, 3, ShardKind::kReal);
-      ASSERT_NO_FATAL_FAILURE(TrainAll(cluster, 2, options.steps, &overlapped));
-    }
-    EXPECT_EQ(overlapped[0].checksum, overlapped[1].checksum) << codec;
-    EXPECT_EQ(overlapped[0].checksum, sequential[0].checksum) << codec;
-    for (uint64_t step = 0; step < options.steps; ++step) {
-      for (const char* field : {"push_bytes", "pull_bytes"}) {
-        EXPECT_EQ(Field(overlapped[0].lines[step], field),
-                  Field(sequential[0].lines[step], field))
-            << codec << " step " << step << " " << field;
-      }
-    }
+    WorkerOptions overlapped = options;
+    overlapped.overlap = true;
+    ExpectTheSameRun(options, overlapped, codec);
   }
+}
+
+// --push_order=in_turn sends the shards' pushes one after another (each
+// once the previous real shard has taken its push): only the order changes.
+TEST(TrainerTest, PushesInTurnEndWithTheSameParameters) {
+  WorkerOptions options = SmallRun();
+  options.steps = 4;
+  WorkerOptions in_turn = options;
+  in_turn.push_order = "in_turn";
+  ExpectTheSameRun(options, in_turn, "in_turn");
 }
 
 // --overlap needs the gradient of each chunk alone: a codec whose error

@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> Connect(const WorkerOptions& options,
   client.join_timeout = absl::Seconds(options.join_timeout_s);
   client.server_loss_timeout = absl::Seconds(options.server_loss_timeout_s);
   client.straggler_warn = absl::Seconds(options.straggler_warn_s);
+  client.push_order = ParsePushOrder(options.push_order);
   TERN_ASSIGN_OR_RETURN(client.max_message_bytes,
                         MessageBytesBound(plan.partition));
   client.security = net::SecurityFromFlags(options.tls);

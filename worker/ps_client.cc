@@ -32,7 +32,18 @@ constexpr absl::Duration kCompletionGrace = absl::Seconds(5);
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 
-// One call of one attempt. Its address is the completion-queue tag.
+template <typename Response>
+struct Call;
+
+// A completion-queue tag: the end of a call, or (pipelined) the shard's
+// initial metadata, which a shard sends once it has the request.
+template <typename Response>
+struct CallEvent {
+  Call<Response>* call;
+  bool received;
+};
+
+// One call of one attempt.
 template <typename Response>
 struct Call {
   size_t index = 0;  // position in the caller's request vector
@@ -40,7 +51,13 @@ struct Call {
   std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
   Response response;
   grpc::Status status;
+  bool started = false;
+  // Whether the next call was started on this one's account (pipelined:
+  // once the shard has this request, or this call ended).
+  bool released = false;
   bool done = false;
+  CallEvent<Response> on_done{this, false};
+  CallEvent<Response> on_received{this, true};
 };
 
 absl::Status ShardError(uint32_t shard, const std::string& name,
@@ -65,40 +82,56 @@ absl::Status CheckShards(const char* method,
   return absl::OkStatus();
 }
 
-// Starts the requests at `todo` (positions in `requests`) on `queue`, each
-// with `deadline`.
-template <typename Response, typename Request, typename Start>
-std::vector<std::unique_ptr<Call<Response>>> StartCalls(
-    const std::vector<std::unique_ptr<PsClient::Stub>>& stubs,
-    const std::vector<ShardRequest<Request>>& requests,
-    const std::vector<size_t>& todo, absl::Time deadline,
-    grpc::CompletionQueue* queue, Start& start) {
+// The calls of the requests at `todo` (positions in `requests`), not
+// started yet.
+template <typename Response>
+std::vector<std::unique_ptr<Call<Response>>> MakeCalls(
+    const std::vector<size_t>& todo) {
   std::vector<std::unique_ptr<Call<Response>>> calls;
   for (const size_t index : todo) {
-    auto call = std::make_unique<Call<Response>>();
-    call->index = index;
-    call->context.set_deadline(absl::ToChronoTime(deadline));
-    // Wait for the channel to connect (a shard starting up, a connection
-    // being re-established) instead of failing at once; the deadline
-    // bounds the wait.
-    call->context.set_wait_for_ready(true);
-    const ShardRequest<Request>& request = requests[index];
-    call->reader = start(stubs[request.shard].get(), &call->context,
-                         request.request, queue);
-    call->reader->Finish(&call->response, &call->status, call.get());
-    calls.push_back(std::move(call));
+    calls.push_back(std::make_unique<Call<Response>>());
+    calls.back()->index = index;
   }
   return calls;
 }
 
+// Starts `call` on `queue` with `deadline`; `pipelined` also asks for the
+// shard's initial metadata, the sign that it has the request.
+template <typename Response, typename Request, typename Start>
+void StartCall(PsClient::Stub* stub, const Request& request,
+               absl::Time deadline, bool pipelined,
+               grpc::CompletionQueue* queue, Start& start,
+               Call<Response>* call) {
+  call->started = true;
+  call->context.set_deadline(absl::ToChronoTime(deadline));
+  // Wait for the channel to connect (a shard starting up, a connection
+  // being re-established) instead of failing at once; the deadline bounds
+  // the wait.
+  call->context.set_wait_for_ready(true);
+  call->reader = start(stub, &call->context, request, queue);
+  if (pipelined) call->reader->ReadInitialMetadata(&call->on_received);
+  call->reader->Finish(&call->response, &call->status, &call->on_done);
+}
+
+// Marks the call of a completion-queue event; whether it was its end.
+template <typename Response>
+bool Mark(void* tag) {
+  auto* event = static_cast<CallEvent<Response>*>(tag);
+  if (!event->received) event->call->done = true;
+  return !event->received;
+}
+
 // Waits until every call completed or `wait_until`, then shuts `queue` down
-// and drains it, so that no completion refers to a call any more. Calls
-// still open at `wait_until` are cancelled and answer DEADLINE_EXCEEDED.
-// Calls still open at `warn_at` are handed to `warn` once.
+// and drains it, so that no completion refers to a call any more. Each call
+// that is received or ends starts the next with `start_next` (a no-op once
+// all are started). Calls still open at `wait_until` are cancelled and
+// answer DEADLINE_EXCEEDED. Calls still open at `warn_at` are handed to
+// `warn` once.
 template <typename Response>
 void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
                 absl::Time attempt_start, absl::Time warn_at,
                 const std::function<void(const std::vector<size_t>&)>& warn,
+                const std::function<void()>& start_next,
                 std::vector<std::unique_ptr<Call<Response>>>* calls) {
   size_t pending = calls->size();
   bool warned = false;
@@ -118,14 +151,18 @@ void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
       continue;
     }
     if (next != grpc::CompletionQueue::GOT_EVENT) break;
-    static_cast<Call<Response>*>(tag)->done = true;
-    --pending;
+    if (Mark<Response>(tag)) --pending;
+    Call<Response>* call = static_cast<CallEvent<Response>*>(tag)->call;
+    if (!call->released) {
+      call->released = true;
+      start_next();
+    }
   }
   const bool late = pending > 0;
   if (late) {
     // gRPC missed its own deadline; cancelling completes the calls at once.
     for (auto& call : *calls) {
-      if (!call->done) call->context.TryCancel();
+      if (call->started && !call->done) call->context.TryCancel();
     }
   }
   queue->Shutdown();
@@ -133,11 +170,12 @@ void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
   bool ok = false;
   // Takes the remaining (cancelled) completions and the shutdown event:
   // gRPC completes every started operation once it is cancelled.
-  while (queue->Next(&tag, &ok)) static_cast<Call<Response>*>(tag)->done = true;
+  while (queue->Next(&tag, &ok)) Mark<Response>(tag);
   if (!late) return;
   for (auto& call : *calls) {
     // RawGrpcCode: a peer's out-of-range code must not be read as the enum.
-    if (RawGrpcCode(call->status) == grpc::StatusCode::CANCELLED) {
+    if (!call->started ||
+        RawGrpcCode(call->status) == grpc::StatusCode::CANCELLED) {
       call->status = grpc::Status(
           grpc::StatusCode::DEADLINE_EXCEEDED,
           absl::StrCat("no answer within ",
@@ -182,6 +220,11 @@ absl::StatusOr<Retries> TakeAnswers(
 }
 
 }  // namespace
+
+PushOrder ParsePushOrder(const std::string& name) {
+  if (name == "in_turn") return PushOrder::kInTurn;
+  return PushOrder::kTogether;
+}
 
 absl::StatusOr<int> MessageBytesBound(const Partition& partition) {
   constexpr uint64_t kPerChunk = 128;
@@ -242,7 +285,8 @@ PsClient::PsClient(std::vector<std::string> names,
 template <typename Request, typename Response, typename Start>
 absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     const char* method, std::vector<ShardRequest<Request>> requests,
-    std::optional<absl::Duration> join_budget, Start start) {
+    std::optional<absl::Duration> join_budget, PushOrder order, Start start) {
+  const bool pipelined = order == PushOrder::kInTurn;
   if (absl::Status status = CheckShards(method, requests, stubs_.size());
       !status.ok()) {
     return status;
@@ -274,7 +318,18 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     absl::Time deadline = attempt_start + options_.rpc_timeout;
     if (backoff.has_value()) deadline = std::min(deadline, backoff->give_up());
     std::vector<std::unique_ptr<Call<Response>>> calls =
-        StartCalls<Response>(stubs_, requests, todo, deadline, &queue, start);
+        MakeCalls<Response>(todo);
+    size_t started = 0;
+    const std::function<void()> start_next = [&] {
+      if (started == calls.size()) return;
+      Call<Response>* call = calls[started++].get();
+      const ShardRequest<Request>& request = requests[call->index];
+      StartCall(stubs_[request.shard].get(), request.request, deadline,
+                pipelined, &queue, start, call);
+    };
+    // Pipelined, one call at a time until its shard has the request;
+    // otherwise all at once.
+    do start_next(); while (!pipelined && started < calls.size());
     const auto warn = [&](const std::vector<size_t>& open) {
       std::vector<uint32_t> shards;
       for (const size_t index : open) shards.push_back(requests[index].shard);
@@ -284,7 +339,7 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
                                    ? attempt_start + options_.straggler_warn
                                    : absl::InfiniteFuture();
     AwaitCalls(&queue, deadline + kCompletionGrace, attempt_start, warn_at,
-               warn, &calls);
+               warn, start_next, &calls);
     absl::StatusOr<Retries> retries =
         TakeAnswers(method, names_, requests, retry, &calls, &responses);
     if (!retries.ok()) return retries.status();
@@ -352,7 +407,7 @@ absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
   }
   return FanOut<JoinRequest, JoinResponse>(
       "Join", std::move(requests), options_.join_timeout,
-      [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
+      PushOrder::kTogether, [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
          grpc::CompletionQueue* queue) {
         return stub->AsyncJoin(context, req, queue);
       });
@@ -362,7 +417,7 @@ absl::StatusOr<std::vector<ShareScalersResponse>> PsClient::ShareScalers(
     std::vector<ShardRequest<ShareScalersRequest>> requests) {
   return FanOut<ShareScalersRequest, ShareScalersResponse>(
       "ShareScalers", std::move(requests), /*join_budget=*/std::nullopt,
-      [](Stub* stub, grpc::ClientContext* context,
+      PushOrder::kTogether, [](Stub* stub, grpc::ClientContext* context,
          const ShareScalersRequest& req, grpc::CompletionQueue* queue) {
         return stub->AsyncShareScalers(context, req, queue);
       });
@@ -372,7 +427,7 @@ absl::StatusOr<std::vector<PushPullResponse>> PsClient::PushPull(
     std::vector<ShardRequest<PushPullRequest>> requests) {
   return FanOut<PushPullRequest, PushPullResponse>(
       "PushPull", std::move(requests), /*join_budget=*/std::nullopt,
-      [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
+      options_.push_order, [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
          grpc::CompletionQueue* queue) {
         return stub->AsyncPushPull(context, req, queue);
       });
@@ -386,7 +441,7 @@ absl::Status PsClient::CheckParams(const CheckParamsRequest& request) {
   }
   return FanOut<CheckParamsRequest, CheckParamsResponse>(
              "CheckParams", std::move(requests), /*join_budget=*/std::nullopt,
-             [](Stub* stub, grpc::ClientContext* context,
+             PushOrder::kTogether, [](Stub* stub, grpc::ClientContext* context,
                 const CheckParamsRequest& req, grpc::CompletionQueue* queue) {
                return stub->AsyncCheckParams(context, req, queue);
              })

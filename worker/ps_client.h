@@ -34,6 +34,16 @@
 
 namespace tern::worker {
 
+// kTogether: every request at once. kInTurn: one after another in request
+// order, each once the previous shard has it (the shard's initial
+// metadata; a shard that sends none before its answer makes this one call
+// at a time), so that answers come down while later pushes go up.
+enum class PushOrder { kTogether, kInTurn };
+
+// The PushOrder a --push_order value names (a checked flag: together or
+// in_turn; anything else is kTogether).
+PushOrder ParsePushOrder(const std::string& name);
+
 struct PsClientOptions {
   // Deadline of every RPC (--rpc_timeout_s).
   absl::Duration rpc_timeout = absl::Seconds(60);
@@ -48,6 +58,8 @@ struct PsClientOptions {
   // A call still unanswered this long is logged once with its shards
   // (--straggler_warn_s): a late worker holds the step; zero: never.
   absl::Duration straggler_warn = absl::Seconds(10);
+  // How PushPull sends its requests (--push_order).
+  PushOrder push_order = PushOrder::kTogether;
   // The largest message sent or received; see MessageBytesBound.
   int max_message_bytes = 4 << 20;
   // Plaintext or TLS (the worker's --tls_* files); Connect checks the
@@ -104,8 +116,8 @@ class PsClient {
   absl::StatusOr<std::vector<tern::v1::JoinResponse>> Join(
       std::vector<tern::v1::JoinRequest> requests);
 
-  // Sends each request to its shard, all in parallel, and waits for every
-  // answer. Responses are in request order. An UNAVAILABLE answer is
+  // Sends each request to its shard, all in parallel (PushPull: in
+  // push_order), and waits for every answer. Responses are in request order. An UNAVAILABLE answer is
   // retried within the deadline by the channel's retry policy (pushes are
   // idempotent, DESIGN section 7).
   absl::StatusOr<std::vector<tern::v1::ShareScalersResponse>> ShareScalers(
@@ -119,7 +131,8 @@ class PsClient {
 
  private:
   // Starts every request with `start` (stub, context, request, queue) ->
-  // reader, all in parallel, each with the deadline rpc_timeout (UNAVAILABLE
+  // reader, all in parallel (or in the `order` push_order says), each with
+  // the deadline rpc_timeout (UNAVAILABLE
   // is retried within it by the channel). With a `join_budget`, the shards
   // whose answer is UNAVAILABLE or DEADLINE_EXCEEDED are tried again, by
   // hand, until the budget is spent: a shard that is still starting may
@@ -130,7 +143,7 @@ class PsClient {
   template <typename Request, typename Response, typename Start>
   absl::StatusOr<std::vector<Response>> FanOut(
       const char* method, std::vector<ShardRequest<Request>> requests,
-      std::optional<absl::Duration> join_budget, Start start);
+      std::optional<absl::Duration> join_budget, PushOrder order, Start start);
 
   // Between two attempts: waits the backoff's next pause, logging
   // `last_error`; or, once `budget` is spent, returns `last_error` saying

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <thread>
@@ -119,9 +120,11 @@ struct Cluster {
   ~Cluster() {
     for (auto& server : servers) server->Shutdown(absl::ZeroDuration());
   }
-  std::unique_ptr<PsClient> Client(absl::Duration rpc_timeout) {
+  std::unique_ptr<PsClient> Client(
+      absl::Duration rpc_timeout, PushOrder push_order = PushOrder::kTogether) {
     PsClientOptions options;
     options.rpc_timeout = rpc_timeout;
+    options.push_order = push_order;
     options.join_timeout = absl::Seconds(10);
     return *PsClient::Connect(addresses, options, MakeNullLogger());
   }
@@ -222,59 +225,66 @@ TEST(PsClientTest, CallsToShardsRunInParallel) {
   }
 }
 
-TEST(PsClientTest, ErrorsNameTheShardAndAreNotRetried) {
-  Cluster cluster(2);
-  cluster.shards[1]->push_pull = [](const PushPullRequest&, PushPullResponse*) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "chunk 3: bad");
-  };
-  auto client = cluster.Client(absl::Seconds(5));
-  const auto responses = client->PushPull(PushToAll(2, 0));
-  ASSERT_FALSE(responses.ok());
-  EXPECT_EQ(responses.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(responses.status().message(),
-            absl::StrCat("shard 1 (", cluster.addresses[1],
-                         "): PushPull: chunk 3: bad"));
-  EXPECT_EQ(cluster.shards[1]->push_pull_calls.load(), 1);
-}
-
-TEST(PsClientTest, UnavailableIsRetriedWithinTheDeadline) {
-  Cluster cluster(1);
-  std::atomic<int> calls{0};
-  cluster.shards[0]->push_pull = [&](const PushPullRequest& req,
-                                     PushPullResponse* resp) {
-    if (calls++ == 0) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
-    }
-    resp->set_step(req.step());
-    return grpc::Status::OK;
-  };
-  auto client = cluster.Client(absl::Seconds(5));
-  const auto responses = client->PushPull(PushToAll(1, 4));
+// In turn, each push starts once the previous shard has its request.
+// These shards (gRPC's synchronous API) send their initial metadata only
+// with the answer, so the calls go one at a time, in shard order.
+TEST(PsClientTest, PushesInTurnStartWhenThePreviousShardHasItsPush) {
+  Cluster cluster(3);
+  absl::Mutex mu;
+  std::vector<uint32_t> order;
+  int inside = 0;
+  int most_inside = 0;
+  for (auto& shard : cluster.shards) {
+    shard->push_pull = [&](const PushPullRequest& req, PushPullResponse* resp) {
+      {
+        absl::MutexLock lock(&mu);
+        order.push_back(req.chunks(0).chunk_key());
+        most_inside = std::max(most_inside, ++inside);
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+      absl::MutexLock lock(&mu);
+      --inside;
+      resp->set_step(req.step());
+      *resp->mutable_chunks() = req.chunks();
+      return grpc::Status::OK;
+    };
+  }
+  auto client = cluster.Client(absl::Seconds(5), PushOrder::kInTurn);
+  const auto responses = client->PushPull(PushToAll(3, 6));
   ASSERT_TRUE(responses.ok()) << responses.status();
-  EXPECT_EQ((*responses)[0].step(), 4u);
-  EXPECT_EQ(calls.load(), 2);
+  for (uint32_t s = 0; s < 3; ++s) {
+    EXPECT_EQ((*responses)[s].step(), 6u);
+    EXPECT_EQ((*responses)[s].chunks(0).chunk_key(), s);
+  }
+  EXPECT_EQ(order, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(most_inside, 1);
+  // The other methods still go to every shard at once.
+  EXPECT_TRUE(client->ShareScalers({{0, {}}, {1, {}}, {2, {}}}).ok());
 }
 
+// Also in turn, where the silent shard holds the pushes after it back.
 TEST(PsClientTest, ASilentShardHitsTheDeadline) {
-  Cluster cluster(2);
-  absl::Notification release;
-  cluster.shards[0]->push_pull = [&](const PushPullRequest&,
-                                     PushPullResponse*) {
-    release.WaitForNotificationWithTimeout(absl::Seconds(10));
-    return grpc::Status::OK;
-  };
-  auto client = cluster.Client(absl::Milliseconds(300));
-  const absl::Time start = absl::Now();
-  const auto responses = client->PushPull(PushToAll(2, 0));
-  const absl::Duration took = absl::Now() - start;
-  release.Notify();
-  ASSERT_FALSE(responses.ok());
-  EXPECT_EQ(responses.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_NE(responses.status().message().find(
-                absl::StrCat("shard 0 (", cluster.addresses[0], ")")),
-            absl::string_view::npos)
-      << responses.status();
-  EXPECT_LT(took, absl::Seconds(3));
+  for (const PushOrder order : {PushOrder::kTogether, PushOrder::kInTurn}) {
+    Cluster cluster(2);
+    absl::Notification release;
+    cluster.shards[0]->push_pull = [&](const PushPullRequest&,
+                                       PushPullResponse*) {
+      release.WaitForNotificationWithTimeout(absl::Seconds(10));
+      return grpc::Status::OK;
+    };
+    auto client = cluster.Client(absl::Milliseconds(300), order);
+    const absl::Time start = absl::Now();
+    const auto responses = client->PushPull(PushToAll(2, 0));
+    const absl::Duration took = absl::Now() - start;
+    release.Notify();
+    ASSERT_FALSE(responses.ok()) << static_cast<int>(order);
+    EXPECT_EQ(responses.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_NE(responses.status().message().find(
+                  absl::StrCat("shard 0 (", cluster.addresses[0], ")")),
+              absl::string_view::npos)
+        << responses.status();
+    EXPECT_LT(took, absl::Seconds(3)) << static_cast<int>(order);
+  }
 }
 
 // A step's call that waits --straggler_warn_s asks each shard it waits on

@@ -97,6 +97,16 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
        "shards then hold the model in backward order, so every worker of the "
        "run must set it. Not with codecs that keep error feedback")
       ->group("Cluster");
+  Flag(app, "push_order", &o->push_order,
+       "together: push to every shard at once. in_turn: push to one shard "
+       "after another in shard order, each as soon as the previous shard has "
+       "taken its push (not answered it), so that answers come down while "
+       "the next pushes go up: for shards on their own host (with a shard "
+       "on every worker host every worker would push to shard 0's host "
+       "first: keep together there). The same bytes and parameters either "
+       "way")
+      ->check(CLI::IsMember({"together", "in_turn"}))
+      ->group("Cluster");
   Flag(app, "rpc_timeout_s", &o->rpc_timeout_s,
        "deadline of every RPC to a shard, in seconds")
       ->check(FinitePositive())

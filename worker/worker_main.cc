@@ -47,6 +47,7 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   client_options.server_loss_timeout =
       absl::Seconds(options.server_loss_timeout_s);
   client_options.straggler_warn = absl::Seconds(options.straggler_warn_s);
+  client_options.push_order = ParsePushOrder(options.push_order);
   client_options.max_message_bytes = trainer->max_message_bytes();
   client_options.security = net::SecurityFromFlags(options.tls);
   if (client_options.security.kind == net::TransportSecurity::Kind::kTls) {

@@ -48,6 +48,10 @@ struct WorkerOptions {
   // produced its gradients, while the rest of backward runs; the shards
   // are then assigned in backward order (common/partitioner.h).
   bool overlap = false;
+  // together: push to every shard at once; in_turn: one shard after
+  // another in shard order, each once the previous shard has taken its
+  // push (for shards behind one link). worker/ps_client.h.
+  std::string push_order = "together";
   double rpc_timeout_s = 60;   // deadline of every RPC
   double join_timeout_s = 300; // how long to keep trying to reach the shards
   // How long a step's calls keep retrying a shard that went away (killed,
