@@ -76,6 +76,8 @@ def nonzero_for_entropy(workers, bits):
 
 
 def sum_bits(layout, workers, nonzero):
+    """Bits a sum of `workers` codes takes in `layout`; `nonzero` (the
+    code's nonzero probability) only for "huffman"."""
     levels = 2 * workers + 1
     if layout == "bits":
         return math.ceil(math.log2(levels))
@@ -97,7 +99,8 @@ def pull_at(codec, pull, workers, elements, new_workers):
     layout = SUM_LAYOUTS.get(base)
     if layout is None or not elements or new_workers == workers:
         return pull
-    nonzero = nonzero_for_entropy(workers, 8 * pull / elements)
+    nonzero = (nonzero_for_entropy(workers, 8 * pull / elements)
+               if layout == "huffman" else None)
     return pull * (sum_bits(layout, new_workers, nonzero) /
                    sum_bits(layout, workers, nonzero))
 

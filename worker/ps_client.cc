@@ -329,7 +329,8 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     };
     // Pipelined, one call at a time until its shard has the request;
     // otherwise all at once.
-    do start_next(); while (!pipelined && started < calls.size());
+    start_next();
+    while (!pipelined && started < calls.size()) start_next();
     const auto warn = [&](const std::vector<size_t>& open) {
       std::vector<uint32_t> shards;
       for (const size_t index : open) shards.push_back(requests[index].shard);
@@ -406,8 +407,8 @@ absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
     requests[shard].request.set_shard_index(shard);
   }
   return FanOut<JoinRequest, JoinResponse>(
-      "Join", std::move(requests), options_.join_timeout,
-      PushOrder::kTogether, [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
+      "Join", std::move(requests), options_.join_timeout, PushOrder::kTogether,
+      [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
          grpc::CompletionQueue* queue) {
         return stub->AsyncJoin(context, req, queue);
       });
@@ -417,7 +418,8 @@ absl::StatusOr<std::vector<ShareScalersResponse>> PsClient::ShareScalers(
     std::vector<ShardRequest<ShareScalersRequest>> requests) {
   return FanOut<ShareScalersRequest, ShareScalersResponse>(
       "ShareScalers", std::move(requests), /*join_budget=*/std::nullopt,
-      PushOrder::kTogether, [](Stub* stub, grpc::ClientContext* context,
+      PushOrder::kTogether,
+      [](Stub* stub, grpc::ClientContext* context,
          const ShareScalersRequest& req, grpc::CompletionQueue* queue) {
         return stub->AsyncShareScalers(context, req, queue);
       });
@@ -427,7 +429,8 @@ absl::StatusOr<std::vector<PushPullResponse>> PsClient::PushPull(
     std::vector<ShardRequest<PushPullRequest>> requests) {
   return FanOut<PushPullRequest, PushPullResponse>(
       "PushPull", std::move(requests), /*join_budget=*/std::nullopt,
-      options_.push_order, [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
+      options_.push_order,
+      [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
          grpc::CompletionQueue* queue) {
         return stub->AsyncPushPull(context, req, queue);
       });
@@ -441,7 +444,8 @@ absl::Status PsClient::CheckParams(const CheckParamsRequest& request) {
   }
   return FanOut<CheckParamsRequest, CheckParamsResponse>(
              "CheckParams", std::move(requests), /*join_budget=*/std::nullopt,
-             PushOrder::kTogether, [](Stub* stub, grpc::ClientContext* context,
+             PushOrder::kTogether,
+             [](Stub* stub, grpc::ClientContext* context,
                 const CheckParamsRequest& req, grpc::CompletionQueue* queue) {
                return stub->AsyncCheckParams(context, req, queue);
              })

@@ -117,9 +117,11 @@ class PsClient {
       std::vector<tern::v1::JoinRequest> requests);
 
   // Sends each request to its shard, all in parallel (PushPull: in
-  // push_order), and waits for every answer. Responses are in request order. An UNAVAILABLE answer is
-  // retried within the deadline by the channel's retry policy (pushes are
-  // idempotent, DESIGN section 7).
+  // push_order), and waits for every answer. Responses are in request
+  // order. An UNAVAILABLE answer is retried within the deadline by the
+  // channel's retry policy (pushes are idempotent, DESIGN section 7); a push
+  // the shard has already acknowledged (its initial metadata came) is past
+  // that policy and is retried as a lost shard's, for server_loss_timeout.
   absl::StatusOr<std::vector<tern::v1::ShareScalersResponse>> ShareScalers(
       std::vector<ShardRequest<tern::v1::ShareScalersRequest>> requests);
   absl::StatusOr<std::vector<tern::v1::PushPullResponse>> PushPull(
@@ -132,12 +134,12 @@ class PsClient {
  private:
   // Starts every request with `start` (stub, context, request, queue) ->
   // reader, all in parallel (or in the `order` push_order says), each with
-  // the deadline rpc_timeout (UNAVAILABLE
-  // is retried within it by the channel). With a `join_budget`, the shards
-  // whose answer is UNAVAILABLE or DEADLINE_EXCEEDED are tried again, by
-  // hand, until the budget is spent: a shard that is still starting may
-  // take many deadlines (common/net/backoff.h); each attempt's deadline is
-  // then min(rpc_timeout, what is left of the budget). Without one (a
+  // the deadline rpc_timeout (UNAVAILABLE is retried within it by the
+  // channel). With a `join_budget`, the shards whose answer is UNAVAILABLE
+  // or DEADLINE_EXCEEDED are tried again, by hand, until the budget is
+  // spent: a shard that is still starting may take many deadlines
+  // (common/net/backoff.h); each attempt's deadline is then
+  // min(rpc_timeout, what is left of the budget). Without one (a
   // step's calls), only a ShardLost failure is tried again, for
   // server_loss_timeout from the first such failure, which is logged.
   template <typename Request, typename Response, typename Start>
