@@ -10,11 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/checksum.h"
-#include "common/net/peer_identity.h"
-#include "common/net/tls_flags.h"
 #include "common/status_macros.h"
 #include "torch/torch.h"
 #include "worker/chunk_plan.h"
+#include "worker/client_options.h"
 #include "worker/codec_set.h"
 #include "worker/join.h"
 #include "worker/models.h"
@@ -130,21 +129,11 @@ absl::StatusOr<uint64_t> SpecHash(const WorkerOptions& options,
 absl::StatusOr<std::unique_ptr<PsClient>> Connect(const WorkerOptions& options,
                                                   const ChunkPlan& plan,
                                                   const Logger& logger) {
-  PsClientOptions client;
-  client.rpc_timeout = absl::Seconds(options.rpc_timeout_s);
-  client.join_timeout = absl::Seconds(options.join_timeout_s);
-  client.server_loss_timeout = absl::Seconds(options.server_loss_timeout_s);
-  client.straggler_warn = absl::Seconds(options.straggler_warn_s);
-  client.push_order = ParsePushOrder(options.push_order);
-  TERN_ASSIGN_OR_RETURN(client.max_message_bytes,
+  TERN_ASSIGN_OR_RETURN(int max_message_bytes,
                         MessageBytesBound(plan.partition));
-  client.security = net::SecurityFromFlags(options.tls);
-  if (client.security.kind == net::TransportSecurity::Kind::kTls) {
-    // Only this run's shards may answer, as for `tern worker`.
-    client.security.server_verifier =
-        net::ServerIdentityVerifier({net::PeerRole::kPs}, options.run_id);
-  }
-  return PsClient::Connect(options.ps, client, logger);
+  return PsClient::Connect(options.ps,
+                           ClientOptionsFor(options, max_message_bytes),
+                           logger);
 }
 
 }  // namespace

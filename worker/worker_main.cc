@@ -5,11 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metrics.h"
-#include "common/net/peer_identity.h"
-#include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/status_macros.h"
 #include "torch/torch.h"
+#include "worker/client_options.h"
 #include "worker/datasets.h"
 #include "worker/models.h"
 #include "worker/ps_client.h"
@@ -41,22 +40,8 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
       std::unique_ptr<Trainer> trainer,
       Trainer::Create(options, std::move(model), std::move(data), logger));
 
-  PsClientOptions client_options;
-  client_options.rpc_timeout = absl::Seconds(options.rpc_timeout_s);
-  client_options.join_timeout = absl::Seconds(options.join_timeout_s);
-  client_options.server_loss_timeout =
-      absl::Seconds(options.server_loss_timeout_s);
-  client_options.straggler_warn = absl::Seconds(options.straggler_warn_s);
-  client_options.push_order = ParsePushOrder(options.push_order);
-  client_options.max_message_bytes = trainer->max_message_bytes();
-  client_options.security = net::SecurityFromFlags(options.tls);
-  if (client_options.security.kind == net::TransportSecurity::Kind::kTls) {
-    // Only this run's shards (TernGrad) or its data center's LPS may answer.
-    client_options.security.server_verifier = net::ServerIdentityVerifier(
-        {options.mode == TrainMode::kTernGrad ? net::PeerRole::kPs
-                                              : net::PeerRole::kLps},
-        options.run_id);
-  }
+  PsClientOptions client_options =
+      ClientOptionsFor(options, trainer->max_message_bytes());
   TERN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                         PsClient::Connect(options.ps, client_options, logger));
 
