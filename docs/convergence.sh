@@ -106,7 +106,7 @@ fi
 
 PYTHONPATH="$(dirname "$0")" python3 - "$out" "$workers_list" "$codecs" "$seeds" <<'PY'
 import json, os, sys
-from run_records import points_difference
+from run_records import mean_and_spread, points_difference
 root, workers, codecs, seeds = sys.argv[1], *(a.split() for a in sys.argv[2:])
 def summary(n, codec, seed):
     """A finished run's summary.json whose replicas agreed, else None."""
@@ -135,12 +135,9 @@ for n in workers:
         acc = [s["final_test_accuracy"] for s in runs]
         diff = (points_difference(mean_accuracy(runs), mean_accuracy(fp32))
                 if codec != "fp32" and fp32 else "")
-        # One seed has no spread to show.
-        spread = " ± %.2f" % (50 * (max(acc) - min(acc))) if len(acc) > 1 else ""
-        print("| %s | %d | %s | %d of %d | %.2f%%%s | %s | %.1fx |" % (
+        print("| %s | %d | %s | %d of %d | %s | %s | %.1fx |" % (
             n, 64 // int(n), codec, len(acc), len(seeds),
-            100 * mean_accuracy(runs), spread, diff,
-            runs[0]["push_ratio_vs_fp32"]))
+            mean_and_spread(acc), diff, runs[0]["push_ratio_vs_fp32"]))
 PY
 
 # The chart: seed 1 of every row that finished, one line each.

@@ -194,7 +194,7 @@ seeds_table() {
   for seed in $seeds; do dirs+=("$(seed_dir "$seed")"); done
   PYTHONPATH="$(dirname "$0")" python3 - "$modes" "${dirs[@]}" <<'EOF'
 import json, os, sys
-from run_records import points_difference
+from run_records import mean_and_spread, points_difference
 modes, dirs = sys.argv[1].split(), sys.argv[2:]
 def accuracies(mode):
     found = []
@@ -215,10 +215,9 @@ for mode in modes:
     if not acc:
         print("| %s | 0 of %d | - | | |" % (mode, len(dirs)))
         continue
-    spread = " ± %.2f" % (50 * (max(acc) - min(acc))) if len(acc) > 1 else ""
     versus = points_difference(mean(acc), mean(base)) if base and mode != "baseline" else ""
-    print("| %s | %d of %d | %.2f%%%s | %s | %s |" % (
-        mode, len(acc), len(dirs), 100 * mean(acc), spread,
+    print("| %s | %d of %d | %s | %s | %s |" % (
+        mode, len(acc), len(dirs), mean_and_spread(acc),
         ", ".join("%.2f" % (100 * a) for a in acc), versus))
 EOF
 }

@@ -26,3 +26,12 @@ def points_difference(accuracy, reference):
     difference under 0.005 points reads "+0.00", never "-0.00".
     """
     return "%+.2f" % (round(100 * (accuracy - reference), 2) + 0.0)
+
+
+def mean_and_spread(accuracies):
+    """Final accuracies over seeds as "90.34% ± 0.18": the mean in percent
+    and half the range in points; one seed has no spread to show."""
+    mean = 100 * sum(accuracies) / len(accuracies)
+    if len(accuracies) == 1:
+        return "%.2f%%" % mean
+    return "%.2f%% ± %.2f" % (mean, 50 * (max(accuracies) - min(accuracies)))

@@ -34,6 +34,8 @@ namespace tern::server {
 namespace {
 
 using ::testing::HasSubstr;
+// gRPC's generated client of the shard service: calls go over the wire.
+using ShardClient = tern::v1::ParameterServer::Stub;
 
 // The model: one tensor of 40 elements in chunks of at most 16: 3 chunks.
 constexpr uint64_t kElements = 40;
@@ -79,7 +81,7 @@ class InProcessShard {
 
   bool started() const { return server_ != nullptr && port_ != 0; }
 
-  std::unique_ptr<tern::v1::ParameterServer::Stub> NewStub(
+  std::unique_ptr<ShardClient> NewClient(
       net::TransportSecurity security = {}) const {
     net::ChannelOptions options;
     options.security = std::move(security);
@@ -151,24 +153,25 @@ struct WorkerRun {
 
 // Sends the push of a WorkerRun and takes its answer.
 using SendPush = std::function<grpc::Status(
-    tern::v1::ParameterServer::Stub*, const tern::v1::PushPullRequest&,
+    ShardClient*, const tern::v1::PushPullRequest&,
     tern::v1::PushPullResponse*)>;
 
-grpc::Status PushPullNow(tern::v1::ParameterServer::Stub* stub,
-                         const tern::v1::PushPullRequest& push,
-                         tern::v1::PushPullResponse* pull) {
+// The blocking PushPull call a worker makes, with a deadline.
+grpc::Status PushPullWithDeadline(ShardClient* client,
+                                  const tern::v1::PushPullRequest& push,
+                                  tern::v1::PushPullResponse* pull) {
   grpc::ClientContext context;
   SetDeadline(&context);
-  return stub->PushPull(&context, push, pull);
+  return client->PushPull(&context, push, pull);
 }
 
 // Join, ShareScalers and PushPull of step 0 over the wire.
 WorkerRun RunWorker(InProcessShard& shard, uint32_t worker,
                     uint32_t num_workers,
                     net::TransportSecurity security = {},
-                    const SendPush& send_push = PushPullNow) {
+                    const SendPush& send_push = PushPullWithDeadline) {
   WorkerRun run;
-  const auto shard_client = shard.NewStub(std::move(security));
+  const auto shard_client = shard.NewClient(std::move(security));
   const auto codec = TernGrad();
 
   tern::v1::JoinResponse joined;
@@ -283,14 +286,14 @@ TEST(PsServicePipelineTest, ATakenPushIsSignalledBeforeTheAnswer) {
   ASSERT_TRUE(shard.started());
   absl::Notification signalled;
   absl::Notification second_pushes;
-  const SendPush first = [&](tern::v1::ParameterServer::Stub* stub,
+  const SendPush first = [&](ShardClient* client,
                              const tern::v1::PushPullRequest& push,
                              tern::v1::PushPullResponse* pull) {
     grpc::CompletionQueue queue;
     grpc::ClientContext context;
     SetDeadline(&context);
     grpc::Status status;
-    auto reader = stub->AsyncPushPull(&context, push, &queue);
+    auto reader = client->AsyncPushPull(&context, push, &queue);
     int received = 1, done = 2;
     reader->ReadInitialMetadata(&received);
     reader->Finish(pull, &status, &done);
@@ -306,13 +309,13 @@ TEST(PsServicePipelineTest, ATakenPushIsSignalledBeforeTheAnswer) {
     }
     return status;
   };
-  const SendPush second = [&](tern::v1::ParameterServer::Stub* stub,
+  const SendPush second = [&](ShardClient* client,
                               const tern::v1::PushPullRequest& push,
                               tern::v1::PushPullResponse* pull) {
     // Up to 5 s for worker 0's metadata, which must not need this push.
     signalled.WaitForNotificationWithTimeout(absl::Seconds(5));
     second_pushes.Notify();
-    return PushPullNow(stub, push, pull);
+    return PushPullWithDeadline(client, push, pull);
   };
   WorkerRun runs[2];
   std::thread other([&] { runs[1] = RunWorker(shard, 1, 2, {}, second); });
@@ -328,7 +331,7 @@ TEST(PsServicePipelineTest, ATakenPushIsSignalledBeforeTheAnswer) {
 TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
   InProcessShard shard(1, absl::Seconds(10));
   ASSERT_TRUE(shard.started());
-  const auto shard_client = shard.NewStub();
+  const auto shard_client = shard.NewClient();
   {
     grpc::ClientContext context;
     SetDeadline(&context);
@@ -406,7 +409,7 @@ TEST(PsServiceRefusalTest, StatusCodeAndMessageSurviveTheWire) {
 TEST(PsServiceTimeoutTest, ABarrierThatTimesOutNamesTheMissingWorker) {
   InProcessShard shard(2, absl::Milliseconds(300));
   ASSERT_TRUE(shard.started());
-  const auto shard_client = shard.NewStub();
+  const auto shard_client = shard.NewClient();
   // Worker 0 joins alone: its join expires on the shard's barrier timeout,
   // well before the RPC's own deadline.
   grpc::ClientContext context;
@@ -452,7 +455,7 @@ class PsServiceIdentityTest : public ::testing::Test {
 };
 
 TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
-  const auto shard_client = shard_->NewStub(As("worker-1"));
+  const auto shard_client = shard_->NewClient(As("worker-1"));
   {
     grpc::ClientContext context;
     SetDeadline(&context);
@@ -526,7 +529,7 @@ TEST_F(PsServiceIdentityTest, AWorkerCannotCallAsAnotherAndCanAsItself) {
 
 TEST_F(PsServiceIdentityTest, AnotherRunOrNoIdentityIsRefused) {
   {
-    const auto shard_client = shard_->NewStub(As("other-run"));
+    const auto shard_client = shard_->NewClient(As("other-run"));
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
@@ -537,7 +540,7 @@ TEST_F(PsServiceIdentityTest, AnotherRunOrNoIdentityIsRefused) {
   }
   {
     // Chains to the CA, so the handshake passes, but names nobody.
-    const auto shard_client = shard_->NewStub(As("no-uri"));
+    const auto shard_client = shard_->NewClient(As("no-uri"));
     grpc::ClientContext context;
     SetDeadline(&context);
     tern::v1::JoinResponse joined;
