@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "kernels/payload_checks.h"
 
 namespace tern::kernels {
 namespace {
@@ -148,15 +149,29 @@ absl::StatusOr<Payload> FloatAggregation::Finish() {
   return pull;
 }
 
+std::unique_ptr<Aggregation> NewDenseAggregation(
+    uint64_t num_elements, uint32_t num_workers,
+    FloatAggregation::DecodePush decode,
+    std::function<Payload(absl::Span<const float> average,
+                          uint32_t num_summands)>
+        write) {
+  return std::make_unique<FloatAggregation>(
+      num_elements, num_workers,
+      [decode = std::move(decode)](const Payload& push, absl::Span<float> out) {
+        absl::Status status = CheckIsPush(push);
+        return status.ok() ? decode(push, out) : status;
+      },
+      [write = std::move(write)](absl::Span<const float> average,
+                                 uint32_t num_summands)
+          -> absl::StatusOr<Payload> { return write(average, num_summands); });
+}
+
 std::unique_ptr<Aggregation> NewReencodingAggregation(
     const Codec& codec, uint64_t num_elements, uint32_t num_workers,
     const AggregationContext& context) {
   auto decode_push = [&codec](const Payload& push, absl::Span<float> out) {
-    if (push.num_summands != 1) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a push stands for 1 summand, this one for %d", push.num_summands));
-    }
-    return codec.Decode(push, out);
+    absl::Status status = CheckIsPush(push);
+    return status.ok() ? codec.Decode(push, out) : status;
   };
   // The residual lives in the shard (context.residual) or, without one, in
   // this lambda, which the aggregation owns.

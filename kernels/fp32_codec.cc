@@ -76,15 +76,7 @@ absl::Status Fp32Codec::Decode(const Payload& payload,
 std::unique_ptr<Aggregation> Fp32Codec::NewAggregation(
     uint64_t num_elements, uint32_t num_workers,
     const AggregationContext& /*context*/) const {
-  return std::make_unique<FloatAggregation>(
-      num_elements, num_workers,
-      [](const Payload& push, absl::Span<float> out) {
-        absl::Status status = CheckIsPush(push);
-        return status.ok() ? DecodeFp32(push, out) : status;
-      },
-      [](absl::Span<const float> average, uint32_t num_workers) {
-        return MakePayload(average, num_workers);
-      });
+  return NewDenseAggregation(num_elements, num_workers, DecodeFp32, MakePayload);
 }
 
 }  // namespace tern::kernels

@@ -695,7 +695,7 @@ TEST(SparseCodecsTest, AggregationReencodesTheAverageSparsely) {
       // Out of order, with a rejected pull-as-push and a duplicate.
       Payload not_a_push = pushes[2];
       not_a_push.num_summands = 2;
-      ExpectInvalid(aggregation->Add(2, not_a_push), "1 summand");
+      ExpectInvalid(aggregation->Add(2, not_a_push), "2 summands, want 1");
       ASSERT_TRUE(aggregation->Add(2, pushes[2]).ok());
       EXPECT_EQ(aggregation->Finish().status().code(),
                 absl::StatusCode::kFailedPrecondition);
