@@ -7,7 +7,6 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
 #include "common/net/peer_identity.h"
-#include "common/net/plaintext.h"
 #include "common/net/server.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
@@ -56,16 +55,8 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
   // Every worker (data center) may send its largest message at once.
   server_options.senders = static_cast<int>(options.num_datacenters);
   server_options.logger = logger;
-  absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
+  return net::StartLogged(
       server_options, {{service, tern::v1::GlobalServer::service_full_name()}});
-  if (!server.ok()) {
-    logger->error("{}", std::string(server.status().message()));
-  } else if (const std::string warning = net::PlaintextWarning(
-                 server_options.security, options.listen, "listening on");
-             !warning.empty()) {
-    logger->warn("{}", warning);
-  }
-  return server;
 }
 
 // Logs where the rounds stopped and writes --report_file, if given.

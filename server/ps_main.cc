@@ -46,17 +46,8 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
   // Every worker (data center) may send its largest message at once.
   server_options.senders = static_cast<int>(options.num_workers);
   server_options.logger = logger;
-  absl::StatusOr<std::unique_ptr<net::Server>> server = net::Server::Start(
-      server_options,
-      {{service, tern::v1::ParameterServer::service_full_name()}});
-  if (!server.ok()) {
-    logger->error("{}", std::string(server.status().message()));
-  } else if (const std::string warning = net::PlaintextWarning(
-                 server_options.security, options.listen, "listening on");
-             !warning.empty()) {
-    logger->warn("{}", warning);
-  }
-  return server;
+  return net::StartLogged(
+      server_options, {{service, tern::v1::ParameterServer::service_full_name()}});
 }
 
 // Who may call the shard or LPS: under mTLS, workers as themselves, of

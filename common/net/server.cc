@@ -89,6 +89,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   return server;
 }
 
+absl::StatusOr<std::unique_ptr<Server>> StartLogged(
+    const ServerOptions& options, const std::vector<ServiceEntry>& services) {
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start(options, services);
+  if (options.logger == nullptr) return server;
+  if (!server.ok()) {
+    options.logger->error("{}", std::string(server.status().message()));
+  } else if (const std::string warning = PlaintextWarning(
+                 options.security, options.listen, "listening on");
+             !warning.empty()) {
+    options.logger->warn("{}", warning);
+  }
+  return server;
+}
+
 absl::StatusOr<std::unique_ptr<Server::Acceptor>> Server::Listen(
     const ServerOptions& options,
     const std::shared_ptr<grpc::ServerCredentials>& credentials,

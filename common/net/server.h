@@ -113,6 +113,12 @@ class Server {
   bool shut_down_ = false;
 };
 
+// Server::Start for a role's command: logs, through options.logger when it
+// is set, why the server did not start, or the warning of one that
+// listens in the clear beyond loopback (plaintext.h's PlaintextWarning).
+absl::StatusOr<std::unique_ptr<Server>> StartLogged(
+    const ServerOptions& options, const std::vector<ServiceEntry>& services);
+
 }  // namespace tern::net
 
 #endif  // TERN_COMMON_NET_SERVER_H_

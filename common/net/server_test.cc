@@ -2,8 +2,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/captured_log.h"
 #include "common/net/channel.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -145,6 +147,31 @@ TEST(ServerTest, PlaintextBeyondLoopbackNeedsInsecure) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   options.security.plaintext_allowed = true;
   EXPECT_TRUE(Server::Start(options, {}).ok());
+}
+
+// A role's command logs why its server did not start, and warns when it
+// listens in the clear beyond loopback; quiet for plaintext on loopback.
+TEST(ServerTest, StartLoggedSaysWhyAndWarnsOfPlaintext) {
+  CapturedLog log;
+  ServerOptions options;
+  options.logger = log.logger();
+  options.listen = "127.0.0.1:0";
+  auto quiet = StartLogged(options, {});
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_TRUE(log.Lines(spdlog::level::warn).empty());
+
+  options.listen = absl::StrCat("127.0.0.1:", (*quiet)->port());
+  ASSERT_FALSE(StartLogged(options, {}).ok());
+  std::vector<std::string> lines = log.Lines(spdlog::level::err);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(options.listen), std::string::npos) << lines[0];
+
+  options.listen = "0.0.0.0:0";
+  options.security.plaintext_allowed = true;
+  ASSERT_TRUE(StartLogged(options, {}).ok());
+  lines = log.Lines(spdlog::level::warn);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("0.0.0.0:0"), std::string::npos) << lines[1];
 }
 
 // Room for every sender's largest message, two more, and 64 MiB.
