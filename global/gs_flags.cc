@@ -8,7 +8,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
-#include "common/logging.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/net/peer_identity.h"
 #include "common/net/tls_flags.h"
@@ -111,16 +110,10 @@ absl::Status ValidateGsOptions(const GsOptions& o) {
     return absl::InvalidArgumentError(
         "--hold_timeout_s must be a finite number > 0");
   }
-  if (o.max_message_mb == 0 || o.max_message_mb > kMaxMessageMb) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_message_mb=", o.max_message_mb, " is not in [1, ",
-                     kMaxMessageMb, "]"));
-  }
-  if (absl::StatusOr<spdlog::level::level_enum> level =
-          ParseLogLevel(o.log_level);
-      !level.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--log_level: ", level.status().message()));
+  if (absl::Status status =
+          flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level);
+      !status.ok()) {
+    return status;
   }
   return net::ValidateServingTransport(o.tls, o.insecure,
                                       net::TlsUse::kServe, o.listen);

@@ -92,6 +92,22 @@ CLI::Validator LogLevel() {
       "LEVEL");
 }
 
+absl::Status CheckMessageAndLogFlags(uint32_t max_message_mb,
+                                     const std::string& log_level) {
+  if (max_message_mb == 0 || max_message_mb > kMaxMessageMb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_mb=", max_message_mb, " is not in [1, ", kMaxMessageMb,
+        "]"));
+  }
+  if (absl::StatusOr<spdlog::level::level_enum> level =
+          ParseLogLevel(log_level);
+      !level.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level: ", level.status().message()));
+  }
+  return absl::OkStatus();
+}
+
 CLI::Validator NonEmpty() {
   return CLI::Validator(
       [](std::string& input) -> std::string {

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,13 @@ CLI::Validator FiniteBetween(double low, double high);
 // A name ParseLogLevel (common/logging.h) accepts.
 CLI::Validator LogLevel();
 CLI::Validator NonEmpty();
+
+// What a role's Validate(options) checks of the two flags every server
+// has, for options built in code rather than parsed: --max_message_mb in
+// [1, kMaxMessageMb] and --log_level a level ParseLogLevel accepts. The
+// error names the flag.
+absl::Status CheckMessageAndLogFlags(uint32_t max_message_mb,
+                                     const std::string& log_level);
 
 // Reads a name into an enum flag once, at parse time: `parse` turns the
 // name into the enum and the transform hands CLI11 its number, which CLI11

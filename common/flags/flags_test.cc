@@ -123,6 +123,24 @@ TEST(ValidatorTest, LogLevelNamesTheLevels) {
   EXPECT_NE(error.find("unknown log level 'loud'"), std::string::npos) << error;
 }
 
+// For options built in code: each bad value is refused naming its flag.
+TEST(CheckMessageAndLogFlagsTest, NamesTheFlag) {
+  EXPECT_TRUE(CheckMessageAndLogFlags(1, "info").ok());
+  EXPECT_TRUE(CheckMessageAndLogFlags(kMaxMessageMb, "off").ok());
+  for (uint32_t mb : {0u, kMaxMessageMb + 1}) {
+    const absl::Status status = CheckMessageAndLogFlags(mb, "info");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("--max_message_mb=" + std::to_string(mb)),
+              absl::string_view::npos)
+        << status;
+  }
+  const absl::Status status = CheckMessageAndLogFlags(64, "loud");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--log_level: unknown log level 'loud'"),
+            absl::string_view::npos)
+      << status;
+}
+
 TEST(ValidatorTest, NonEmpty) {
   ExpectChecks(NonEmpty(), {{"a", true}, {"", false}});
 }
