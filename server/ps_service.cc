@@ -1,6 +1,6 @@
 #include "server/ps_service.h"
 
-#include <string>
+#include <optional>
 #include <utility>
 
 #include "common/grpc_status.h"
@@ -31,45 +31,27 @@ Callback<Answer> Finisher(grpc::ServerUnaryReactor* reactor, Response* response,
 PsService::PsService(Aggregator* aggregator, Logger logger,
                      net::PeerPolicy peers, ShardMetrics* metrics)
     : aggregator_(aggregator),
-      logger_(std::move(logger)),
-      refusals_(logger_),
-      peers_(std::move(peers)),
+      admission_(std::move(logger), std::move(peers)),
       own_metrics_(metrics != nullptr
                        ? nullptr
                        : std::make_unique<ShardMetrics>(
                              own_registry_, ShardMetrics::ShardLabels(0))),
       metrics_(metrics != nullptr ? metrics : own_metrics_.get()),
-      push_pull_([this](auto... call) { return Admit(call...); },
-                 PushPullCall::HandleOf(aggregator_), &refusals_, metrics_) {}
-
-bool PsService::Admit(grpc::CallbackServerContext* context,
-                   grpc::ServerUnaryReactor* reactor, const char* method,
-                   uint32_t worker) const {
-  const absl::Status status =
-      net::CheckCaller(*context, peers_, net::PeerRole::kWorker, worker);
-  if (status.ok()) return true;
-  refusals_.WarnCall(context->peer(), method, status,
-                     "{} as worker {} refused: {}", method, worker,
-                     std::string(status.message()));
-  reactor->Finish(ToGrpcStatus(status));
-  return false;
-}
+      push_pull_(
+          [this](auto... call) { return admission_.Admit(call...); },
+          PushPullCall::HandleOf(aggregator_), admission_.refusals(),
+          metrics_) {}
 
 grpc::ServerUnaryReactor* PsService::Join(grpc::CallbackServerContext* context,
                                           const tern::v1::JoinRequest* request,
                                           tern::v1::JoinResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!Admit(context, reactor, "Join", request->worker_id())) {
+  if (!admission_.Admit(context, reactor, "Join", request->worker_id())) {
     return reactor;
   }
-  absl::StatusOr<JoinRequest> join = JoinFromWire(*request);
-  if (!join.ok()) {
-    refusals_.WarnCall(context->peer(), "Join", join.status(),
-                       "join of worker {} refused: {}", request->worker_id(),
-                       std::string(join.status().message()));
-    reactor->Finish(ToGrpcStatus(join.status()));
-    return reactor;
-  }
+  std::optional<JoinRequest> join =
+      admission_.ReadJoin(context, reactor, *request);
+  if (!join) return reactor;
   aggregator_->Join(
       *join, Finisher<JoinReply>(
                  reactor, response,
@@ -84,7 +66,7 @@ grpc::ServerUnaryReactor* PsService::ShareScalers(
     const tern::v1::ShareScalersRequest* request,
     tern::v1::ShareScalersResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!Admit(context, reactor, "ShareScalers", request->worker_id())) {
+  if (!admission_.Admit(context, reactor, "ShareScalers", request->worker_id())) {
     return reactor;
   }
   metrics_->Received(request->ByteSizeLong());
@@ -121,7 +103,7 @@ grpc::ServerUnaryReactor* PsService::CheckParams(
     const tern::v1::CheckParamsRequest* request,
     tern::v1::CheckParamsResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!Admit(context, reactor, "CheckParams", request->worker_id())) {
+  if (!admission_.Admit(context, reactor, "CheckParams", request->worker_id())) {
     return reactor;
   }
   reactor->Finish(ToGrpcStatus(aggregator_->CheckParams(
@@ -134,7 +116,7 @@ grpc::ServerUnaryReactor* PsService::Waiting(
     const tern::v1::WaitingRequest* request,
     tern::v1::WaitingResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!Admit(context, reactor, "Waiting", request->worker_id())) {
+  if (!admission_.Admit(context, reactor, "Waiting", request->worker_id())) {
     return reactor;
   }
   const Aggregator::Waiting waiting = aggregator_->WaitingFor();

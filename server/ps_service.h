@@ -18,10 +18,10 @@
 
 #include "common/logging.h"
 #include "common/net/peer_identity.h"
-#include "common/refusal_log.h"
 #include "server/aggregator.h"
 #include "server/push_pull_call.h"
 #include "server/shard_metrics.h"
+#include "server/worker_admission.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::server {
@@ -68,17 +68,8 @@ class PsService final
       tern::v1::WaitingResponse* response) override;
 
  private:
-  // net::CheckCaller for worker `worker`; when it refuses, logs that and
-  // finishes the call with its status and returns false.
-  bool Admit(grpc::CallbackServerContext* context,
-             grpc::ServerUnaryReactor* reactor, const char* method,
-             uint32_t worker) const;
-
   Aggregator* const aggregator_;
-  const Logger logger_;
-  // Thread-safe; counting refusals is no state of the service's.
-  mutable RefusalLog refusals_;
-  const net::PeerPolicy peers_;
+  const WorkerAdmission admission_;
   // Without borrowed metrics, the service counts into its own.
   prometheus::Registry own_registry_;
   std::unique_ptr<ShardMetrics> own_metrics_;
