@@ -1,98 +1,35 @@
 #include "server/ps_main.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/net/channel.h"
 #include "common/process/exit_codes.h"
+#include "common/process/role_test_support.h"
 #include "common/process/stop.h"
 #include "gmock/gmock.h"
-#include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::server {
 namespace {
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Names in `dir` that contain `part`.
-std::vector<std::string> FilesWith(const std::string& dir,
-                                   const std::string& part) {
-  std::vector<std::string> names;
-  if (DIR* handle = opendir(dir.c_str()); handle != nullptr) {
-    while (const dirent* entry = readdir(handle)) {
-      const std::string name = entry->d_name;
-      if (name.find(part) != std::string::npos) names.push_back(name);
-    }
-    closedir(handle);
-  }
-  return names;
-}
-
-// grpc.health.v1.Health/Check for the whole server, over gRPC's generic
-// client (Debian ships no generated health client). The request is an empty
-// HealthCheckRequest; the answer's field 1 is the status (1 = SERVING).
-std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
-  grpc::GenericStub health_client(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  grpc::Slice empty("");
-  const grpc::ByteBuffer request(&empty, 1);
-  grpc::ByteBuffer response;
-  absl::Notification done;
-  grpc::Status status;
-  health_client.UnaryCall(&context, "/grpc.health.v1.Health/Check",
-                          grpc::StubOptions(), &request, &response,
-                          [&](grpc::Status s) {
-                            status = std::move(s);
-                            done.Notify();
-                          });
-  done.WaitForNotification();
-  if (!status.ok()) return absl::StrCat("error: ", status.error_message());
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return "error: unreadable";
-  std::string bytes;
-  for (const grpc::Slice& slice : slices) {
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  return bytes;
-}
-
 class PsMainTest : public ::testing::Test {};
 
 TEST_F(PsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
   process::StopRequest stop;
-  const std::string dir = TempDir();
+  const std::string dir = process::TestTempDir();
   PsOptions options;
   options.listen = "127.0.0.1:0";
   options.port_file = dir + "/ps-0.port";
@@ -104,24 +41,14 @@ TEST_F(PsMainTest, ServesWritesItsPortAndStopsWhenAsked) {
   std::thread shard(
       [&] { exit_code = RunParameterServer(options, MakeNullLogger(), stop); });
 
-  int port = 0;
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (port == 0 && absl::Now() < give_up) {
-    const std::string text = ReadFile(options.port_file);
-    if (!text.empty()) {
-      ASSERT_EQ(text.back(), '\n');
-      ASSERT_TRUE(absl::SimpleAtoi(text.substr(0, text.size() - 1), &port))
-          << text;
-    } else {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-  }
-  ASSERT_GT(port, 0) << "no port in " << options.port_file;
-  EXPECT_THAT(FilesWith(dir, ".tmp."), ::testing::IsEmpty());
+  const int port = process::WaitForPortFile(options.port_file);
+  ASSERT_GT(port, 0) << "no port in " << options.port_file << ": "
+                    << process::ReadWholeFile(options.port_file);
+  EXPECT_THAT(process::FilesWith(dir, ".tmp."), ::testing::IsEmpty());
 
   const auto channel = net::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                           net::ChannelOptions());
-  EXPECT_EQ(HealthCheck(channel), std::string("\x08\x01", 2)) << "SERVING";
+  EXPECT_EQ(process::HealthCheck(channel), std::string("\x08\x01", 2)) << "SERVING";
 
   // A worker joins over the wire.
   const auto shard_client = tern::v1::ParameterServer::NewStub(channel);
@@ -183,7 +110,7 @@ TEST_F(PsMainTest, ConfigurationErrorsExitWithOne) {
 
   PsOptions bad_port_file;
   bad_port_file.listen = "127.0.0.1:0";
-  bad_port_file.port_file = TempDir() + "/no/such/dir/ps.port";
+  bad_port_file.port_file = process::TestTempDir() + "/no/such/dir/ps.port";
   EXPECT_EQ(RunParameterServer(bad_port_file, MakeNullLogger(), never),
             process::kExitPermanent);
 
