@@ -40,6 +40,12 @@ TERN_HOST_DEVICE void MulHiLo(uint32_t a, uint32_t b, uint32_t* hi,
   *lo = static_cast<uint32_t>(product);
 }
 
+// The key of round `round` (0 to 9): each word bumped by its Weyl constant
+// once a round (wrapping). The SIMD encoders hold all ten in registers.
+TERN_HOST_DEVICE PhiloxKey RoundKey(PhiloxKey key, uint32_t round) {
+  return PhiloxKey{{key.v[0] + round * kW0, key.v[1] + round * kW1}};
+}
+
 TERN_HOST_DEVICE PhiloxCounter Round(PhiloxCounter c, PhiloxKey k) {
   uint32_t hi0, lo0, hi1, lo1;
   MulHiLo(kM0, c.v[0], &hi0, &lo0);
@@ -52,12 +58,9 @@ TERN_HOST_DEVICE PhiloxCounter Round(PhiloxCounter c, PhiloxKey k) {
 // vectors (Random123 kat_vectors) the tests check.
 TERN_HOST_DEVICE PhiloxCounter Philox4x32_10(PhiloxCounter counter,
                                              PhiloxKey key) {
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key.v[0] += philox_internal::kW0;
-      key.v[1] += philox_internal::kW1;
-    }
-    counter = philox_internal::Round(counter, key);
+  for (uint32_t round = 0; round < 10; ++round) {
+    counter = philox_internal::Round(counter,
+                                     philox_internal::RoundKey(key, round));
   }
   return counter;
 }
@@ -71,14 +74,18 @@ struct RandomStream {
   uint32_t worker = 0;
 };
 
+// The key of every stream of a run: the 64-bit seed, low word first.
+TERN_HOST_DEVICE PhiloxKey SeedKey(uint64_t seed) {
+  return PhiloxKey{{static_cast<uint32_t>(seed),
+                    static_cast<uint32_t>(seed >> 32)}};
+}
+
 // The four words for elements [4*group, 4*group + 4) of `stream`.
-// Counter layout: (group, chunk, worker, step); key: the 64-bit seed.
+// Counter layout: (group, chunk, worker, step); key: SeedKey(seed).
 TERN_HOST_DEVICE PhiloxCounter RandomWords(const RandomStream& stream,
                                            uint32_t group) {
   const PhiloxCounter counter{{group, stream.chunk, stream.worker, stream.step}};
-  const PhiloxKey key{{static_cast<uint32_t>(stream.seed),
-                       static_cast<uint32_t>(stream.seed >> 32)}};
-  return Philox4x32_10(counter, key);
+  return Philox4x32_10(counter, SeedKey(stream.seed));
 }
 
 // A uniform float in [0, 1) from the top 24 bits of a word: exactly

@@ -30,13 +30,11 @@ Constants MakeConstants(float bound, float scaler, const RandomStream& stream) {
   Constants k;
   k.m0 = _mm_set1_epi32(static_cast<int>(philox_internal::kM0));
   k.m1 = _mm_set1_epi32(static_cast<int>(philox_internal::kM1));
-  uint32_t key0 = static_cast<uint32_t>(stream.seed);
-  uint32_t key1 = static_cast<uint32_t>(stream.seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    k.keys[round][0] = _mm_set1_epi32(static_cast<int>(key0));
-    k.keys[round][1] = _mm_set1_epi32(static_cast<int>(key1));
-    key0 += philox_internal::kW0;
-    key1 += philox_internal::kW1;
+  for (uint32_t round = 0; round < 10; ++round) {
+    const PhiloxKey key =
+        philox_internal::RoundKey(SeedKey(stream.seed), round);
+    k.keys[round][0] = _mm_set1_epi32(static_cast<int>(key.v[0]));
+    k.keys[round][1] = _mm_set1_epi32(static_cast<int>(key.v[1]));
   }
   k.counter1 = _mm_set1_epi32(static_cast<int>(stream.chunk));
   k.counter2 = _mm_set1_epi32(static_cast<int>(stream.worker));
