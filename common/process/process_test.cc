@@ -2,15 +2,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "common/process/exit_codes.h"
 #include "common/process/port_file.h"
+#include "common/process/role_test_support.h"
 #include "common/process/signals.h"
 #include "common/process/stop.h"
 #include "gtest/gtest.h"
@@ -18,25 +16,13 @@
 namespace tern::process {
 namespace {
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(WritePortFileTest, WritesThePortAndALineEnd) {
-  const std::string path = TempDir() + "/port-file-test.port";
+  const std::string path = TestTempDir() + "/port-file-test.port";
   ASSERT_TRUE(WritePortFile(path, 43210).ok());
-  EXPECT_EQ(ReadFile(path), "43210\n");
+  EXPECT_EQ(ReadWholeFile(path), "43210\n");
   ASSERT_TRUE(WritePortFile(path, 5).ok());  // replaces the old file
-  EXPECT_EQ(ReadFile(path), "5\n");
-  const absl::Status status = WritePortFile(TempDir() + "/none/x.port", 1);
+  EXPECT_EQ(ReadWholeFile(path), "5\n");
+  const absl::Status status = WritePortFile(TestTempDir() + "/none/x.port", 1);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("--port_file"), absl::string_view::npos);
 }

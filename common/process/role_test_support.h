@@ -1,6 +1,7 @@
-// Test support for the tests of a role's main (server/ps_main_test.cc,
-// global/gs_main_test.cc): they start the role on a thread, wait for its
-// port file, ask its health service and look for files it left behind.
+// Test support for the tests of the process plumbing and of a role's main
+// (common/process/process_test.cc, server/ps_main_test.cc,
+// global/gs_main_test.cc): the test's temporary directory, a file's text,
+// the role's port file, its health and the files it left behind.
 #ifndef TERN_COMMON_PROCESS_ROLE_TEST_SUPPORT_H_
 #define TERN_COMMON_PROCESS_ROLE_TEST_SUPPORT_H_
 
