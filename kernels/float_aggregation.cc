@@ -151,19 +151,14 @@ absl::StatusOr<Payload> FloatAggregation::Finish() {
 
 std::unique_ptr<Aggregation> NewDenseAggregation(
     uint64_t num_elements, uint32_t num_workers,
-    FloatAggregation::DecodePush decode,
-    std::function<Payload(absl::Span<const float> average,
-                          uint32_t num_summands)>
-        write) {
+    FloatAggregation::DecodePush decode, FloatAggregation::EncodePull write) {
   return std::make_unique<FloatAggregation>(
       num_elements, num_workers,
       [decode = std::move(decode)](const Payload& push, absl::Span<float> out) {
         absl::Status status = CheckIsPush(push);
         return status.ok() ? decode(push, out) : status;
       },
-      [write = std::move(write)](absl::Span<const float> average,
-                                 uint32_t num_summands)
-          -> absl::StatusOr<Payload> { return write(average, num_summands); });
+      std::move(write));
 }
 
 std::unique_ptr<Aggregation> NewReencodingAggregation(

@@ -64,13 +64,10 @@ class FloatAggregation final : public Aggregation {
 // The aggregation of a codec whose pull is the average written in the
 // push's own layout (fp32, fp16, int8): a push must stand for one summand
 // (CheckIsPush) and is decoded with `decode`; the average is written with
-// `write` as a payload of N summands.
+// `write` (which may return a plain Payload) as a payload of N summands.
 std::unique_ptr<Aggregation> NewDenseAggregation(
     uint64_t num_elements, uint32_t num_workers,
-    FloatAggregation::DecodePush decode,
-    std::function<Payload(absl::Span<const float> average,
-                          uint32_t num_summands)>
-        write);
+    FloatAggregation::DecodePush decode, FloatAggregation::EncodePull write);
 
 // The aggregation of a codec that is not Summable() (DESIGN section 6):
 // decode each push with `codec`, average in fp32 in worker order, and
