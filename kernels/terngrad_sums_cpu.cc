@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "kernels/kernel_util.h"
+#include "kernels/sum_bits.h"
 #include "kernels/sum_huffman.h"
 #include "kernels/terngrad.h"
 #include "kernels/terngrad_simd.h"
@@ -26,9 +27,6 @@ bool ValidSummands(uint32_t num_summands) {
 // LAYOUT_SUM_BITS: (sum + N) in B bits per element, one little-endian bit
 // stream. The loops are instantiated per width so that shifts and masks are
 // constants.
-
-constexpr uint32_t kMinBits = 2;   // N = 1
-constexpr uint32_t kMaxBits = 26;  // N = kMaxSummands
 
 // Field i of the stream, for the tail where whole-word reads would leave
 // the buffer.
@@ -124,45 +122,6 @@ uint32_t PackBitFields(const int32_t* sums, uint64_t first, uint64_t n,
     pending >>= 8;
   }
   return largest;
-}
-
-// Runs fn(std::integral_constant<uint32_t, B>()) for the runtime width B,
-// so the loops see B as a constant.
-template <typename Fn>
-auto DispatchBits(uint32_t bits, Fn&& fn) {
-  static_assert(kMinBits == 2 && kMaxBits == 26, "update the cases below");
-  switch (bits) {
-#define TERN_SUM_BITS_CASE(B) \
-  case B:                     \
-    return fn(std::integral_constant<uint32_t, B>());
-    TERN_SUM_BITS_CASE(2)
-    TERN_SUM_BITS_CASE(3)
-    TERN_SUM_BITS_CASE(4)
-    TERN_SUM_BITS_CASE(5)
-    TERN_SUM_BITS_CASE(6)
-    TERN_SUM_BITS_CASE(7)
-    TERN_SUM_BITS_CASE(8)
-    TERN_SUM_BITS_CASE(9)
-    TERN_SUM_BITS_CASE(10)
-    TERN_SUM_BITS_CASE(11)
-    TERN_SUM_BITS_CASE(12)
-    TERN_SUM_BITS_CASE(13)
-    TERN_SUM_BITS_CASE(14)
-    TERN_SUM_BITS_CASE(15)
-    TERN_SUM_BITS_CASE(16)
-    TERN_SUM_BITS_CASE(17)
-    TERN_SUM_BITS_CASE(18)
-    TERN_SUM_BITS_CASE(19)
-    TERN_SUM_BITS_CASE(20)
-    TERN_SUM_BITS_CASE(21)
-    TERN_SUM_BITS_CASE(22)
-    TERN_SUM_BITS_CASE(23)
-    TERN_SUM_BITS_CASE(24)
-    TERN_SUM_BITS_CASE(25)
-#undef TERN_SUM_BITS_CASE
-    default:  // SumBits() of a valid N is at most kMaxBits
-      return fn(std::integral_constant<uint32_t, kMaxBits>());
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -337,7 +296,7 @@ absl::Status ForEachSum(absl::Span<const uint8_t> packed, uint64_t num_elements,
   if constexpr (!std::is_same_v<std::decay_t<FastPath>, std::nullptr_t>) {
     first = fast_path(bits, &largest);
   }
-  largest = std::max(largest, DispatchBits(bits, [&](auto width) {
+  largest = std::max(largest, DispatchSumBits(bits, [&](auto width) {
                        return ForEachBitField<decltype(width)::value>(
                            packed.data(), packed.size(), first, num_elements,
                            emit_sum);
@@ -365,8 +324,7 @@ absl::Status ForEachSum(absl::Span<const uint8_t> packed, uint64_t num_elements,
 
 uint32_t SumBits(uint32_t num_summands) {
   if (!ValidSummands(num_summands)) return 0;
-  // 2N + 1 values 0 .. 2N need the bit width of 2N.
-  return 32 - static_cast<uint32_t>(__builtin_clz(2 * num_summands));
+  return SumFieldBits(num_summands);
 }
 
 uint32_t SumRadixDigitsPerWord(uint32_t num_summands) {
@@ -411,7 +369,7 @@ void PackSums(absl::Span<const int32_t> sums, uint32_t num_summands,
     }
 #endif
     largest =
-        std::max(largest, DispatchBits(bits, [&](auto width) {
+        std::max(largest, DispatchSumBits(bits, [&](auto width) {
                    return PackBitFields<decltype(width)::value>(
                        sums.data(), first, sums.size(), offset, out.data());
                  }));

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/payload.h"
+#include "kernels/sum_bits.h"
 #include "kernels/ternary_math.h"
 #include "kernels/terngrad_cuda_launch.h"
 #include "kernels/terngrad_tile_cuda.h"
@@ -144,13 +145,6 @@ void LaunchSumBits(const uint8_t* packed, const SumChunk* chunks,
       packed, chunks, first_cta, num_chunks, num_summands, out, errors);
 }
 
-// 32 - clz(2N): the bits of a field holding 0 .. 2N.
-uint32_t SumBitsOf(uint32_t num_summands) {
-  uint32_t bits = 0;
-  for (uint64_t top = 2 * uint64_t{num_summands}; top != 0; top >>= 1) ++bits;
-  return bits;
-}
-
 }  // namespace
 
 cudaError_t LaunchSumTernary(const uint8_t* const* pushes, uint32_t num_pushes,
@@ -189,41 +183,12 @@ cudaError_t LaunchDecodeSums(const uint8_t* packed, const SumChunk* chunks,
     return cudaGetLastError();
   }
   if (layout != Layout::kSumBits) return cudaErrorInvalidValue;
-  switch (SumBitsOf(num_summands)) {
-#define TERN_SUM_BITS_CASE(B)                                         \
-  case B:                                                             \
-    LaunchSumBits<B>(packed, chunks, first_cta, num_chunks, num_ctas, \
-                     num_summands, out, errors, stream);              \
-    break;
-    TERN_SUM_BITS_CASE(2)
-    TERN_SUM_BITS_CASE(3)
-    TERN_SUM_BITS_CASE(4)
-    TERN_SUM_BITS_CASE(5)
-    TERN_SUM_BITS_CASE(6)
-    TERN_SUM_BITS_CASE(7)
-    TERN_SUM_BITS_CASE(8)
-    TERN_SUM_BITS_CASE(9)
-    TERN_SUM_BITS_CASE(10)
-    TERN_SUM_BITS_CASE(11)
-    TERN_SUM_BITS_CASE(12)
-    TERN_SUM_BITS_CASE(13)
-    TERN_SUM_BITS_CASE(14)
-    TERN_SUM_BITS_CASE(15)
-    TERN_SUM_BITS_CASE(16)
-    TERN_SUM_BITS_CASE(17)
-    TERN_SUM_BITS_CASE(18)
-    TERN_SUM_BITS_CASE(19)
-    TERN_SUM_BITS_CASE(20)
-    TERN_SUM_BITS_CASE(21)
-    TERN_SUM_BITS_CASE(22)
-    TERN_SUM_BITS_CASE(23)
-    TERN_SUM_BITS_CASE(24)
-    TERN_SUM_BITS_CASE(25)
-    TERN_SUM_BITS_CASE(26)
-#undef TERN_SUM_BITS_CASE
-    default:  // N <= kMaxSummands = 2^24 needs at most 26 bits
-      return cudaErrorInvalidValue;
-  }
+  // N in [1, kMaxSummands] (checked above): a width the dispatch covers.
+  DispatchSumBits(SumFieldBits(num_summands), [&](auto width) {
+    LaunchSumBits<decltype(width)::value>(packed, chunks, first_cta,
+                                          num_chunks, num_ctas, num_summands,
+                                          out, errors, stream);
+  });
   return cudaGetLastError();
 }
 
