@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "kernels/payload.h"
+#include "kernels/sum_bits.h"
 #include "kernels/ternary_math.h"
 #include "kernels/terngrad.h"
 #include "kernels/terngrad_tile_cuda.h"
@@ -477,41 +478,15 @@ uint32_t SumBitsThreadsAs(const uint8_t* packed, uint64_t n,
 
 uint32_t SumBitsThreads(const uint8_t* packed, uint64_t n,
                         uint32_t num_summands, float factor, float* out) {
-  switch (SumBits(num_summands)) {
-#define TERN_CASE(B) \
-  case B:            \
-    return SumBitsThreadsAs<B>(packed, n, num_summands, factor, out);
-    // clang-format off
-    TERN_CASE(2)
-    TERN_CASE(3)
-    TERN_CASE(4)
-    TERN_CASE(5)
-    TERN_CASE(6)
-    TERN_CASE(7)
-    TERN_CASE(8)
-    TERN_CASE(9)
-    TERN_CASE(10)
-    TERN_CASE(11)
-    TERN_CASE(12)
-    TERN_CASE(13)
-    TERN_CASE(14)
-    TERN_CASE(15)
-    TERN_CASE(16)
-    TERN_CASE(17)
-    TERN_CASE(18)
-    TERN_CASE(19)
-    TERN_CASE(20)
-    TERN_CASE(21)
-    TERN_CASE(22)
-    TERN_CASE(23)
-    TERN_CASE(24)
-    TERN_CASE(25)
-    TERN_CASE(26)
-    // clang-format on
-#undef TERN_CASE
+  const uint32_t bits = SumBits(num_summands);
+  if (bits < kMinSumBits || bits > kMaxSumBits) {
+    ADD_FAILURE() << "no width for " << num_summands;
+    return 0;
   }
-  ADD_FAILURE() << "no width for " << num_summands;
-  return 0;
+  return DispatchSumBits(bits, [&](auto width) {
+    return SumBitsThreadsAs<decltype(width)::value>(packed, n, num_summands,
+                                                    factor, out);
+  });
 }
 
 // Runs the decode threads of one pull; returns the values, fills *errors.
