@@ -630,7 +630,7 @@ TEST_P(MalformedTest, TruncatedAndExtendedData) {
   }
 }
 
-// Every byte of a small push and pull, replaced by five others: the decode
+// Every byte of a small push and pull, replaced by six others: the decode
 // refuses or gives finite values, and never reads out of bounds (ASan).
 TEST_P(MalformedTest, EverySingleByteCorruption) {
   Build(GetParam());
@@ -643,8 +643,8 @@ TEST_P(MalformedTest, EverySingleByteCorruption) {
       for (size_t pos = 0; pos < good.data.size(); ++pos) {
         const uint8_t byte = static_cast<uint8_t>(good.data[pos]);
         for (const uint8_t value :
-             {uint8_t(byte ^ 0x01), uint8_t(byte ^ 0x80), uint8_t(byte ^ 0xFF),
-              uint8_t{0x00}, uint8_t{0xFF}}) {
+             {uint8_t(byte ^ 0x01), uint8_t(byte ^ 0x10), uint8_t(byte ^ 0x80),
+              uint8_t(byte ^ 0xFF), uint8_t{0x00}, uint8_t{0xFF}}) {
           if (value == byte) continue;
           Payload bad = good;
           bad.data[pos] = static_cast<char>(value);
