@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
-#include "common/net/peer_identity.h"
 #include "common/net/tls_flags.h"
 
 namespace tern::global {
@@ -76,10 +75,7 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
   net::AddTlsFlags(app, &o->tls);
   net::AddInsecureFlag(app, &o->insecure);
   metrics::AddMetricsFlags(app, &o->metrics);
-  Flag(app, "run_id", &o->run_id,
-       "with --tls_ca: every caller's certificate must name this run "
-       "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
-       "run the CA signed for");
+  net::AddServingRunIdFlag(app, &o->run_id);
 }
 
 absl::Status ValidateGsOptions(const GsOptions& o) {
@@ -91,9 +87,9 @@ absl::Status ValidateGsOptions(const GsOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
   }
-  if (!o.run_id.empty() && !net::IsValidRunId(o.run_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--run_id: '", o.run_id, "' is not 1 to 64 of [A-Za-z0-9._-]"));
+  if (absl::Status status = net::ValidateServingRunId(o.run_id);
+      !status.ok()) {
+    return status;
   }
   if (o.num_datacenters == 0) {
     return absl::InvalidArgumentError("--num_datacenters must be at least 1");

@@ -11,7 +11,6 @@
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
-#include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 #include "server/worker_loss.h"
@@ -148,10 +147,7 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
       ->check(LogLevel());
   net::AddTlsFlags(app, &o->tls);
   net::AddInsecureFlag(app, &o->insecure);
-  Flag(app, "run_id", &o->run_id,
-       "with --tls_ca: every caller's certificate must name this run "
-       "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
-       "run the CA signed for");
+  net::AddServingRunIdFlag(app, &o->run_id);
   metrics::AddMetricsFlags(app, &o->metrics);
   Flag(app, "mode", &o->mode,
        "terngrad: a TernGrad shard (DESIGN section 3); weightgrad: a "
@@ -203,9 +199,9 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
   }
-  if (!o.run_id.empty() && !net::IsValidRunId(o.run_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--run_id: '", o.run_id, "' is not 1 to 64 of [A-Za-z0-9._-]"));
+  if (absl::Status status = net::ValidateServingRunId(o.run_id);
+      !status.ok()) {
+    return status;
   }
   if (o.num_shards == 0) {
     return absl::InvalidArgumentError("--num_shards must be at least 1");

@@ -1,6 +1,8 @@
 #include "common/net/tls_flags.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
+#include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
 
 namespace tern::net {
@@ -65,6 +67,23 @@ absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure) {
         "--insecure for plaintext, not both");
   }
   return absl::OkStatus();
+}
+
+void AddServingRunIdFlag(CLI::App* app, std::string* run_id,
+                         const std::string& group) {
+  CLI::Option* option = flags::Flag(
+      app, "run_id", run_id,
+      "with --tls_ca: every caller's certificate must name this run "
+      "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
+      "run the CA signed for");
+  if (!group.empty()) option->group(group);
+}
+
+absl::Status ValidateServingRunId(absl::string_view run_id) {
+  if (run_id.empty() || IsValidRunId(run_id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--run_id: '", run_id, "' is not 1 to ", kMaxRunIdLength,
+      " of [A-Za-z0-9._-]"));
 }
 
 absl::Status ValidateServingTransport(const TlsFiles& files, bool insecure,

@@ -46,6 +46,16 @@ void AddInsecureFlag(CLI::App* app, bool* insecure,
 // asked for two things at once.
 absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure);
 
+// Registers --run_id on a role that serves (a shard, an LPS, the global
+// server), writing into `*run_id`: with --tls_ca, every caller's
+// certificate must name this run (common/net/peer_identity.h).
+void AddServingRunIdFlag(CLI::App* app, std::string* run_id,
+                         const std::string& group = "");
+
+// INVALID_ARGUMENT naming --run_id unless it is empty (any run the CA
+// signed for) or a run id IsValidRunId accepts.
+absl::Status ValidateServingRunId(absl::string_view run_id);
+
 // The transport rules of a role that listens on `listen`:
 // ValidateTlsFlags(files, use), ValidateInsecureFlag, and the plaintext
 // rule for `listen` (common/net/plaintext.h: FAILED_PRECONDITION for

@@ -117,5 +117,21 @@ TEST(TlsFlagsTest, InsecureIsPlaintextAllowedAndNotWithFiles) {
               HasSubstr("not both"));
 }
 
+// A serving role's --run_id: any run when empty, else a valid run id.
+TEST(TlsFlagsTest, ServingRunIdIsEmptyOrAValidRunId) {
+  std::string run_id;
+  CLI::App app{"test"};
+  AddServingRunIdFlag(&app, &run_id);
+  app.parse("--run_id=exp-3.a_b", false);
+  EXPECT_EQ(run_id, "exp-3.a_b");
+  EXPECT_TRUE(ValidateServingRunId(run_id).ok());
+  EXPECT_TRUE(ValidateServingRunId("").ok());
+  for (const std::string bad : {std::string("a/b"), std::string(65, 'r')}) {
+    const absl::Status status = ValidateServingRunId(bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("--run_id: '"));
+  }
+}
+
 }  // namespace
 }  // namespace tern::net
