@@ -74,7 +74,10 @@ WeightCodec EffectiveWeightCodec(const PsOptions& options) {
                                         : WeightCodec::kTernary;
 }
 
-void AddPsFlags(CLI::App* app, PsOptions* o) {
+namespace {
+
+// Where the server listens, and the shard it is among the workers'.
+void AddShardFlags(CLI::App* app, PsOptions* o) {
   constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
   Flag(app, "listen", &o->listen,
        "host:port to serve on; port 0 picks a free port (see --port_file)")
@@ -91,6 +94,10 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
       ->check(CLI::Range(1u, kU32Max));
   Flag(app, "num_workers", &o->num_workers, "number of workers in the job")
       ->check(CLI::Range(1u, kU32Max));
+}
+
+// How long a step waits for its workers, and what a lost worker means.
+void AddWaitFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "barrier_timeout_s", &o->barrier_timeout_s,
        "how long a join, scaler-sharing or push-pull call waits for the last "
        "worker before it fails naming the missing ones; keep it below the "
@@ -123,6 +130,10 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
        "before --on_worker_loss applies (0: --barrier_timeout_s); a worker "
        "that restarts from its checkpoint must be back within it")
       ->check(CLI::NonNegativeNumber);
+}
+
+// The state kept on disk for a restart.
+void AddStateFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "state_dir", &o->state_dir,
        "keep the server's state in this directory and resume from it when "
        "restarted with the same flags, so that a killed server does not end "
@@ -138,6 +149,10 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "state_sync", &o->state_sync,
        "with --state_dir: flush each state write to disk (survives a machine "
        "crash, not only a killed process; costs a disk flush per step)");
+}
+
+// Messages, logs, TLS and metrics.
+void AddTransportFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "max_message_mb", &o->max_message_mb,
        "largest message sent or received, in MiB; the shard's part of the "
        "model must fit in fp32")
@@ -149,6 +164,11 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
   net::AddInsecureFlag(app, &o->insecure);
   net::AddServingRunIdFlag(app, &o->run_id);
   metrics::AddMetricsFlags(app, &o->metrics);
+}
+
+// weightgrad/gaia: the LPS and its rounds with the global server.
+void AddGeoFlags(CLI::App* app, PsOptions* o) {
+  constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
   Flag(app, "mode", &o->mode,
        "terngrad: a TernGrad shard (DESIGN section 3); weightgrad: a "
        "WeightGrad local parameter server (LPS) of one data center, which "
@@ -189,6 +209,16 @@ void AddPsFlags(CLI::App* app, PsOptions* o) {
       ->transform(EnumName<WeightCodec>(ParseWeightCodec, &WeightCodecNames,
                                         "{" + WeightCodecNames() + "}"))
       ->default_str(WeightCodecName(o->weight_codec));
+}
+
+}  // namespace
+
+void AddPsFlags(CLI::App* app, PsOptions* o) {
+  AddShardFlags(app, o);
+  AddWaitFlags(app, o);
+  AddStateFlags(app, o);
+  AddTransportFlags(app, o);
+  AddGeoFlags(app, o);
 }
 
 namespace {
