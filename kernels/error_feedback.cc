@@ -68,6 +68,91 @@ size_t FirstNonFinite(absl::Span<const float> values) {
   return values.size();
 }
 
+using Residuals = absl::flat_hash_map<uint32_t, std::vector<float>>;
+
+// The record's header: the magic, the version, `inner`'s codec, and one
+// entry for each of the `registered` chunks.
+absl::Status CheckStateHeader(absl::string_view state, const Codec& inner,
+                              size_t registered) {
+  if (state.size() < kHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state of %d bytes is shorter than its %d-byte header",
+        state.size(), kHeaderBytes));
+  }
+  if (std::memcmp(state.data(), kMagic, sizeof(kMagic)) != 0) {
+    return absl::InvalidArgumentError(
+        "error feedback state does not start with \"TNEF\"");
+  }
+  const uint32_t version = GetU32(state.data() + 4);
+  if (version != kStateVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("error feedback state version %d is not supported "
+                        "(want %d)",
+                        version, kStateVersion));
+  }
+  const uint32_t codec = GetU32(state.data() + 8);
+  if (codec != static_cast<uint32_t>(inner.id())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state is of codec %s (%d), this one is %s",
+        CodecName(static_cast<CodecId>(codec)), codec, inner.name()));
+  }
+  const uint32_t count = GetU32(state.data() + 12);
+  if (count != registered) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state has %d chunks, %d are registered", count,
+        registered));
+  }
+  return absl::OkStatus();
+}
+
+// Reads chunk entry `entry`, which starts at *pos, into (*restored)[key]
+// and moves *pos past it: a chunk of `registered`, of its length, not read
+// before, whose values are all there and finite.
+absl::Status ReadChunkEntry(absl::string_view state, uint32_t entry,
+                            const Residuals& registered, size_t* pos,
+                            Residuals* restored) {
+  if (state.size() - *pos < kChunkHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state ends inside the header of chunk entry %d",
+        entry));
+  }
+  const uint32_t key = GetU32(state.data() + *pos);
+  const uint64_t length = GetU64(state.data() + *pos + 4);
+  *pos += kChunkHeaderBytes;
+  const auto chunk = registered.find(key);
+  if (chunk == registered.end()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state has chunk %d, which is not registered", key));
+  }
+  if (length != chunk->second.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state has %d values for chunk %d, which has %d",
+        length, key, chunk->second.size()));
+  }
+  if (restored->contains(key)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("error feedback state has chunk %d twice", key));
+  }
+  // length is a registered chunk's size, so 4 * length cannot overflow.
+  if ((state.size() - *pos) / 4 < length) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state ends inside the values of chunk %d", key));
+  }
+  std::vector<float>& values = (*restored)[key];
+  values.resize(length);
+  for (uint64_t i = 0; i < length; ++i) {
+    values[i] = BitsFloat(GetU32(state.data() + *pos + 4 * i));
+  }
+  *pos += 4 * length;
+  const size_t bad = FirstNonFinite(values);
+  if (bad < values.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "error feedback state: chunk %d value %d is %g", key, bad,
+        values[bad]));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Codec> inner)
@@ -185,77 +270,21 @@ std::string ErrorFeedback::SaveState() const {
 }
 
 absl::Status ErrorFeedback::RestoreState(absl::string_view state) {
-  if (state.size() < kHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "error feedback state of %d bytes is shorter than its %d-byte header",
-        state.size(), kHeaderBytes));
-  }
-  if (std::memcmp(state.data(), kMagic, sizeof(kMagic)) != 0) {
-    return absl::InvalidArgumentError(
-        "error feedback state does not start with \"TNEF\"");
-  }
-  const uint32_t version = GetU32(state.data() + 4);
-  if (version != kStateVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("error feedback state version %d is not supported "
-                        "(want %d)",
-                        version, kStateVersion));
-  }
-  const uint32_t codec = GetU32(state.data() + 8);
-  if (codec != static_cast<uint32_t>(inner_->id())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "error feedback state is of codec %s (%d), this one is %s",
-        CodecName(static_cast<CodecId>(codec)), codec, inner_->name()));
-  }
-  const uint32_t count = GetU32(state.data() + 12);
-  if (count != residuals_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("error feedback state has %d chunks, %d are registered",
-                        count, residuals_.size()));
+  if (absl::Status status = CheckStateHeader(state, *inner_, residuals_.size());
+      !status.ok()) {
+    return status;
   }
   // Everything is read into `restored` first, so that any error leaves the
   // residuals as they were.
-  absl::flat_hash_map<uint32_t, std::vector<float>> restored;
+  const uint32_t count = GetU32(state.data() + 12);
+  Residuals restored;
   restored.reserve(count);
   size_t pos = kHeaderBytes;
-  for (uint32_t c = 0; c < count; ++c) {
-    if (state.size() - pos < kChunkHeaderBytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "error feedback state ends inside the header of chunk entry %d", c));
-    }
-    const uint32_t key = GetU32(state.data() + pos);
-    const uint64_t length = GetU64(state.data() + pos + 4);
-    pos += kChunkHeaderBytes;
-    const auto registered = residuals_.find(key);
-    if (registered == residuals_.end()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "error feedback state has chunk %d, which is not registered", key));
-    }
-    if (length != registered->second.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "error feedback state has %d values for chunk %d, which has %d",
-          length, key, registered->second.size()));
-    }
-    if (restored.contains(key)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("error feedback state has chunk %d twice", key));
-    }
-    // length is a registered chunk's size, so 4 * length cannot overflow.
-    if ((state.size() - pos) / 4 < length) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "error feedback state ends inside the values of chunk %d", key));
-    }
-    std::vector<float>& values = restored[key];
-    values.resize(length);
-    for (uint64_t i = 0; i < length; ++i) {
-      values[i] = BitsFloat(GetU32(state.data() + pos + 4 * i));
-    }
-    pos += 4 * length;
-    const size_t bad = FirstNonFinite(values);
-    if (bad < values.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("error feedback state: chunk %d value %d is %g", key,
-                          bad, values[bad]));
+  for (uint32_t entry = 0; entry < count; ++entry) {
+    if (absl::Status status =
+            ReadChunkEntry(state, entry, residuals_, &pos, &restored);
+        !status.ok()) {
+      return status;
     }
   }
   if (pos != state.size()) {
