@@ -60,8 +60,11 @@ std::string GradientCodecNames() {
   return absl::StrJoin(names, ", ");
 }
 
-absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
-    const WorkerOptions& o) {
+namespace {
+
+// The codec flags' values, each on its own: INVALID_ARGUMENT or
+// OUT_OF_RANGE naming the first flag that will not do.
+absl::Status CheckCodecFlags(const WorkerOptions& o) {
   if (!IsGradientCodec(o.codec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--codec: ", kernels::CodecName(o.codec),
@@ -83,12 +86,8 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
     return absl::InvalidArgumentError(absl::StrCat(
         "--drop_scope: '", o.drop_scope, "' is not global or tensor"));
   }
-  kernels::DropSurvivors drop_survivors = kernels::DropSurvivors::kValues;
-  if (o.drop_survivors == "1bit") {
-    drop_survivors = kernels::DropSurvivors::k1Bit;
-  } else if (o.drop_survivors == "2bit") {
-    drop_survivors = kernels::DropSurvivors::k2Bit;
-  } else if (o.drop_survivors != "values") {
+  if (o.drop_survivors != "values" && o.drop_survivors != "1bit" &&
+      o.drop_survivors != "2bit") {
     return absl::InvalidArgumentError(
         absl::StrCat("--drop_survivors: '", o.drop_survivors,
                      "' is not values, 1bit or 2bit"));
@@ -113,6 +112,21 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
         "--sum_packing: '", o.sum_packing, "' is not bits, radix or huffman"));
   }
 
+  return absl::OkStatus();
+}
+
+// --drop_survivors, already checked.
+kernels::DropSurvivors DropSurvivorsOf(const std::string& name) {
+  if (name == "1bit") return kernels::DropSurvivors::k1Bit;
+  if (name == "2bit") return kernels::DropSurvivors::k2Bit;
+  return kernels::DropSurvivors::kValues;
+}
+
+}  // namespace
+
+absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
+    const WorkerOptions& o) {
+  if (absl::Status status = CheckCodecFlags(o); !status.ok()) return status;
   kernels::CodecOptions options;
   options.id = o.codec;
   options.clip = static_cast<float>(o.clip);
@@ -142,7 +156,7 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
   options.drop_ratio = o.drop_ratio;
   options.drop_scope = o.drop_scope == "tensor" ? kernels::DropScope::kPerTensor
                                                 : kernels::DropScope::kGlobal;
-  options.drop_survivors = drop_survivors;
+  options.drop_survivors = DropSurvivorsOf(o.drop_survivors);
   options.qsgd_levels = o.qsgd_levels;
   options.qsgd_bucket = o.qsgd_bucket;
   return options;
