@@ -41,7 +41,7 @@ CLI::Validator GradientCodecFlag() {
       &GradientCodecNames, "CODEC");
 }
 
-// Who this worker is, which shards it talks to and how long it waits for them.
+// Who this worker is and which shards it talks to.
 void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
   constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
   Flag(app, "mode", &o->mode,
@@ -85,6 +85,11 @@ void AddClusterFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "seed", &o->seed,
        "run seed: model init, data order and the stochastic rounding")
       ->group("Cluster");
+}
+
+// How the step's exchange with the shards runs, and how long it waits for
+// them.
+void AddExchangeFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "broadcast_start", &o->broadcast_start,
        "terngrad: start from worker 0's parameters, which it sends with its "
        "join and the shards hand to every worker (every worker of the run "
@@ -359,6 +364,7 @@ void AddChecksAndOutputFlags(CLI::App* app, WorkerOptions* o) {
 // The groups register in the order --help lists them.
 void AddWorkerFlags(CLI::App* app, WorkerOptions* options) {
   AddClusterFlags(app, options);
+  AddExchangeFlags(app, options);
   AddModelAndDataFlags(app, options);
   AddOptimizerFlags(app, options);
   AddCommunicationFlags(app, options);
