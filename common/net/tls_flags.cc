@@ -69,14 +69,11 @@ absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure) {
   return absl::OkStatus();
 }
 
-void AddServingRunIdFlag(CLI::App* app, std::string* run_id,
-                         const std::string& group) {
-  CLI::Option* option = flags::Flag(
-      app, "run_id", run_id,
-      "with --tls_ca: every caller's certificate must name this run "
-      "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: any "
-      "run the CA signed for");
-  if (!group.empty()) option->group(group);
+void AddServingRunIdFlag(CLI::App* app, std::string* run_id) {
+  flags::Flag(app, "run_id", run_id,
+              "with --tls_ca: every caller's certificate must name this run "
+              "(tern://<run_id>/<role>/<id>, as `tern certs` issues); empty: "
+              "any run the CA signed for");
 }
 
 absl::Status ValidateServingRunId(absl::string_view run_id) {

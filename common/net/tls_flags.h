@@ -49,8 +49,7 @@ absl::Status ValidateInsecureFlag(const TlsFiles& files, bool insecure);
 // Registers --run_id on a role that serves (a shard, an LPS, the global
 // server), writing into `*run_id`: with --tls_ca, every caller's
 // certificate must name this run (common/net/peer_identity.h).
-void AddServingRunIdFlag(CLI::App* app, std::string* run_id,
-                         const std::string& group = "");
+void AddServingRunIdFlag(CLI::App* app, std::string* run_id);
 
 // INVALID_ARGUMENT naming --run_id unless it is empty (any run the CA
 // signed for) or a run id IsValidRunId accepts.
