@@ -332,6 +332,25 @@ TEST_P(SumRoundTripTest, PackMatchesTheReferenceAndDecodes) {
   }
 }
 
+// Every field width the per-width loops are compiled for (2 to 26 bits),
+// each at the smallest N that needs it, against the reference packer.
+TEST(SumLayoutTest, EveryBitWidthRoundTrips) {
+  for (uint32_t bits = 2; bits <= 26; ++bits) {
+    const uint32_t n_summands = uint32_t{1} << (bits - 2);
+    ASSERT_EQ(SumBits(n_summands), bits);
+    const std::vector<int32_t> sums = RandomSums(77, n_summands, bits);
+    std::vector<uint8_t> packed(
+        PackedSumBytes(sums.size(), n_summands, Layout::kSumBits));
+    PackSums(sums, n_summands, Layout::kSumBits, absl::MakeSpan(packed));
+    EXPECT_EQ(packed, ReferenceSumBits(sums, n_summands, bits)) << bits;
+    std::vector<int32_t> unpacked(sums.size(), 12345);
+    ASSERT_TRUE(UnpackSums(packed, sums.size(), n_summands, Layout::kSumBits,
+                           absl::MakeSpan(unpacked))
+                    .ok());
+    EXPECT_EQ(unpacked, sums) << bits;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     SmallSizes, SumRoundTripTest,
     ::testing::Combine(::testing::Values(0, 1, 4, 5, 7, 8, 9, 63, 64, 65, 1000),
