@@ -98,9 +98,9 @@ absl::Status CheckStateHeader(absl::string_view state, const Codec& inner,
   }
   const uint32_t count = GetU32(state.data() + 12);
   if (count != registered) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "error feedback state has %d chunks, %d are registered", count,
-        registered));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("error feedback state has %d chunks, %d are registered",
+                        count, registered));
   }
   return absl::OkStatus();
 }
@@ -126,8 +126,8 @@ absl::Status ReadChunkEntry(absl::string_view state, uint32_t entry,
   }
   if (length != chunk->second.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "error feedback state has %d values for chunk %d, which has %d",
-        length, key, chunk->second.size()));
+        "error feedback state has %d values for chunk %d, which has %d", length,
+        key, chunk->second.size()));
   }
   if (restored->contains(key)) {
     return absl::InvalidArgumentError(
@@ -146,9 +146,9 @@ absl::Status ReadChunkEntry(absl::string_view state, uint32_t entry,
   *pos += 4 * length;
   const size_t bad = FirstNonFinite(values);
   if (bad < values.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "error feedback state: chunk %d value %d is %g", key, bad,
-        values[bad]));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("error feedback state: chunk %d value %d is %g", key,
+                        bad, values[bad]));
   }
   return absl::OkStatus();
 }

@@ -78,9 +78,9 @@ void AddServingRunIdFlag(CLI::App* app, std::string* run_id) {
 
 absl::Status ValidateServingRunId(absl::string_view run_id) {
   if (run_id.empty() || IsValidRunId(run_id)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--run_id: '", run_id, "' is not 1 to ", kMaxRunIdLength,
-      " of [A-Za-z0-9._-]"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--run_id: '", run_id, "' is not 1 to ", kMaxRunIdLength,
+                   " of [A-Za-z0-9._-]"));
 }
 
 absl::Status ValidateServingTransport(const TlsFiles& files, bool insecure,

@@ -90,8 +90,7 @@ TEST(TlsFlagsTest, AClientNeedsTheCaToVerifyItsServer) {
   }
   for (TlsUse use :
        {TlsUse::kServe, TlsUse::kConnect, TlsUse::kServeAndConnect}) {
-    EXPECT_TRUE(
-        ValidateTlsFlags(Given("/a.pem", "/a.key", "/ca"), use).ok());
+    EXPECT_TRUE(ValidateTlsFlags(Given("/a.pem", "/a.key", "/ca"), use).ok());
   }
 }
 
@@ -100,8 +99,7 @@ TEST(TlsFlagsTest, RefreshIntervalIsAFlag) {
   Parsed parsed;
   EXPECT_EQ(parsed.files.refresh_s, 10);
   parsed.Parse("--tls_refresh_s=2 --tls_cert=/a.pem --tls_key=/a.key");
-  EXPECT_EQ(SecurityFromFlags(parsed.files).refresh_interval,
-            absl::Seconds(2));
+  EXPECT_EQ(SecurityFromFlags(parsed.files).refresh_interval, absl::Seconds(2));
   Parsed zero;
   EXPECT_THROW(zero.Parse("--tls_refresh_s=0"), CLI::ParseError);
 }
@@ -111,10 +109,10 @@ TEST(TlsFlagsTest, InsecureIsPlaintextAllowedAndNotWithFiles) {
   EXPECT_TRUE(SecurityFromFlags(TlsFiles(), true).plaintext_allowed);
   EXPECT_FALSE(SecurityFromFlags(TlsFiles(), false).plaintext_allowed);
   EXPECT_TRUE(ValidateInsecureFlag(TlsFiles(), true).ok());
-  EXPECT_THAT(std::string(ValidateInsecureFlag(
-                              Given("/a.pem", "/a.key", ""), true)
-                              .message()),
-              HasSubstr("not both"));
+  EXPECT_THAT(
+      std::string(
+          ValidateInsecureFlag(Given("/a.pem", "/a.key", ""), true).message()),
+      HasSubstr("not both"));
 }
 
 // A serving role's --run_id: any run when empty, else a valid run id.
