@@ -275,8 +275,8 @@ absl::Status ErrorFeedback::RestoreState(absl::string_view state) {
     return status;
   }
   // Everything is read into `restored` first, so that any error leaves the
-  // residuals as they were.
-  const uint32_t count = GetU32(state.data() + 12);
+  // residuals as they were. The header's count is the registered chunks'.
+  const size_t count = residuals_.size();
   Residuals restored;
   restored.reserve(count);
   size_t pos = kHeaderBytes;

@@ -1,6 +1,7 @@
 #include "worker/codec_config.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,17 @@ std::string GradientCodecNames() {
 
 namespace {
 
+// --drop_survivors: the survivors whose DropSurvivorsName is `name`.
+std::optional<kernels::DropSurvivors> ParseDropSurvivors(
+    absl::string_view name) {
+  for (const kernels::DropSurvivors survivors :
+       {kernels::DropSurvivors::kValues, kernels::DropSurvivors::k1Bit,
+        kernels::DropSurvivors::k2Bit}) {
+    if (name == kernels::DropSurvivorsName(survivors)) return survivors;
+  }
+  return std::nullopt;
+}
+
 // The codec flags' values, each on its own: INVALID_ARGUMENT or
 // OUT_OF_RANGE naming the first flag that will not do.
 absl::Status CheckCodecFlags(const WorkerOptions& o) {
@@ -86,8 +98,7 @@ absl::Status CheckCodecFlags(const WorkerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--drop_scope: '", o.drop_scope, "' is not global or tensor"));
   }
-  if (o.drop_survivors != "values" && o.drop_survivors != "1bit" &&
-      o.drop_survivors != "2bit") {
+  if (!ParseDropSurvivors(o.drop_survivors).has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--drop_survivors: '", o.drop_survivors,
                      "' is not values, 1bit or 2bit"));
@@ -113,13 +124,6 @@ absl::Status CheckCodecFlags(const WorkerOptions& o) {
   }
 
   return absl::OkStatus();
-}
-
-// --drop_survivors, already checked.
-kernels::DropSurvivors DropSurvivorsOf(const std::string& name) {
-  if (name == "1bit") return kernels::DropSurvivors::k1Bit;
-  if (name == "2bit") return kernels::DropSurvivors::k2Bit;
-  return kernels::DropSurvivors::kValues;
 }
 
 }  // namespace
@@ -156,7 +160,8 @@ absl::StatusOr<kernels::CodecOptions> MakeRunCodecOptions(
   options.drop_ratio = o.drop_ratio;
   options.drop_scope = o.drop_scope == "tensor" ? kernels::DropScope::kPerTensor
                                                 : kernels::DropScope::kGlobal;
-  options.drop_survivors = DropSurvivorsOf(o.drop_survivors);
+  // Checked above.
+  options.drop_survivors = *ParseDropSurvivors(o.drop_survivors);
   options.qsgd_levels = o.qsgd_levels;
   options.qsgd_bucket = o.qsgd_bucket;
   return options;
