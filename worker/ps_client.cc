@@ -138,7 +138,8 @@ void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
   while (pending > 0) {
     void* tag = nullptr;
     bool ok = false;
-    const absl::Time until = warned ? wait_until : std::min(warn_at, wait_until);
+    const absl::Time until =
+        warned ? wait_until : std::min(warn_at, wait_until);
     const auto next = queue->AsyncNext(&tag, &ok, absl::ToChronoTime(until));
     if (next == grpc::CompletionQueue::TIMEOUT && !warned &&
         until < wait_until) {
@@ -182,6 +183,54 @@ void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
                        absl::FormatDuration(wait_until - attempt_start)));
     }
   }
+}
+
+// When an attempt began, when its calls' deadline is, and when calls still
+// open are worth a warning (never, unless --straggler_warn_s is set).
+struct AttemptTimes {
+  absl::Time start;
+  absl::Time deadline;
+  absl::Time warn_at = absl::InfiniteFuture();
+};
+
+// The times of an attempt that starts now: its calls' deadline is
+// rpc_timeout away, or sooner where a join's `backoff` (if any) gives up.
+AttemptTimes TimesOfAttempt(const PsClientOptions& options,
+                            const net::Backoff* backoff) {
+  AttemptTimes times;
+  times.start = absl::Now();
+  times.deadline = times.start + options.rpc_timeout;
+  if (backoff != nullptr) {
+    times.deadline = std::min(times.deadline, backoff->give_up());
+  }
+  if (options.straggler_warn > absl::ZeroDuration()) {
+    times.warn_at = times.start + options.straggler_warn;
+  }
+  return times;
+}
+
+// Runs `calls` (MakeCalls) on `queue`: all started at once, or, `pipelined`,
+// each once the shard of the one before has its request; then awaits them
+// (AwaitCalls), handing those open at times.warn_at to `warn`.
+template <typename Request, typename Response, typename Start>
+void RunCalls(const std::vector<std::unique_ptr<PsClient::Stub>>& stubs,
+              const std::vector<ShardRequest<Request>>& requests,
+              const AttemptTimes& times, bool pipelined,
+              const std::function<void(const std::vector<size_t>&)>& warn,
+              Start& start, grpc::CompletionQueue* queue,
+              std::vector<std::unique_ptr<Call<Response>>>* calls) {
+  size_t started = 0;
+  const std::function<void()> start_next = [&] {
+    if (started == calls->size()) return;
+    Call<Response>* call = (*calls)[started++].get();
+    const ShardRequest<Request>& request = requests[call->index];
+    StartCall(stubs[request.shard].get(), request.request, times.deadline,
+              pipelined, queue, start, call);
+  };
+  start_next();
+  while (!pipelined && started < calls->size()) start_next();
+  AwaitCalls(queue, times.deadline + kCompletionGrace, times.start,
+             times.warn_at, warn, start_next, calls);
 }
 
 // The calls of one attempt that are to be tried again.
@@ -286,7 +335,6 @@ template <typename Request, typename Response, typename Start>
 absl::StatusOr<std::vector<Response>> PsClient::FanOut(
     const char* method, std::vector<ShardRequest<Request>> requests,
     std::optional<absl::Duration> join_budget, PushOrder order, Start start) {
-  const bool pipelined = order == PushOrder::kInTurn;
   if (absl::Status status = CheckShards(method, requests, stubs_.size());
       !status.ok()) {
     return status;
@@ -308,39 +356,25 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
                : absl::IsAborted(status) || ShardLost(shard, status);
   };
   std::optional<net::Backoff> backoff;
-  if (join_budget.has_value()) backoff.emplace(budget, kFirstBackoff, kMaxBackoff);
+  if (join_budget.has_value()) {
+    backoff.emplace(budget, kFirstBackoff, kMaxBackoff);
+  }
+  const auto warn = [&](const std::vector<size_t>& open) {
+    std::vector<uint32_t> shards;
+    for (const size_t index : open) shards.push_back(requests[index].shard);
+    WarnWaiting(method, requests[open.front()].request.worker_id(), shards);
+  };
   while (!todo.empty()) {
-    // A completion queue of our own, polled by this thread: the calls, their
-    // contexts and responses live on this frame until every completion has
-    // been taken off the queue.
+    // A completion queue of our own, polled by this thread, declared before
+    // the calls so that it outlives them: their contexts and responses live
+    // on this frame until every completion has been taken off the queue.
     grpc::CompletionQueue queue;
-    const absl::Time attempt_start = absl::Now();
-    absl::Time deadline = attempt_start + options_.rpc_timeout;
-    if (backoff.has_value()) deadline = std::min(deadline, backoff->give_up());
+    const AttemptTimes times =
+        TimesOfAttempt(options_, backoff.has_value() ? &*backoff : nullptr);
     std::vector<std::unique_ptr<Call<Response>>> calls =
         MakeCalls<Response>(todo);
-    size_t started = 0;
-    const std::function<void()> start_next = [&] {
-      if (started == calls.size()) return;
-      Call<Response>* call = calls[started++].get();
-      const ShardRequest<Request>& request = requests[call->index];
-      StartCall(stubs_[request.shard].get(), request.request, deadline,
-                pipelined, &queue, start, call);
-    };
-    // Pipelined, one call at a time until its shard has the request;
-    // otherwise all at once.
-    start_next();
-    while (!pipelined && started < calls.size()) start_next();
-    const auto warn = [&](const std::vector<size_t>& open) {
-      std::vector<uint32_t> shards;
-      for (const size_t index : open) shards.push_back(requests[index].shard);
-      WarnWaiting(method, requests[open.front()].request.worker_id(), shards);
-    };
-    const absl::Time warn_at = options_.straggler_warn > absl::ZeroDuration()
-                                   ? attempt_start + options_.straggler_warn
-                                   : absl::InfiniteFuture();
-    AwaitCalls(&queue, deadline + kCompletionGrace, attempt_start, warn_at,
-               warn, start_next, &calls);
+    RunCalls(stubs_, requests, times, order == PushOrder::kInTurn, warn, start,
+             &queue, &calls);
     absl::StatusOr<Retries> retries =
         TakeAnswers(method, names_, requests, retry, &calls, &responses);
     if (!retries.ok()) return retries.status();
@@ -353,7 +387,7 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
       backoff.emplace(budget, kFirstBackoff, kMaxBackoff);
     }
     if (absl::Status status = PauseBeforeRetry(budget, budget_flag,
-                                                retries->last_error, &*backoff);
+                                               retries->last_error, &*backoff);
         !status.ok()) {
       return status;
     }
