@@ -20,13 +20,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 #include "kernels/fp16_math.h"
 #include "kernels/terngrad.h"
 
 namespace tern::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using codec_test::Decode;
+using codec_test::Encode;
+using codec_test::ExpectInvalid;
 
 constexpr uint64_t kSizes[] = {0, 1, 4, 5, 63, 64, 65, (1u << 20) + 3};
 
@@ -55,25 +58,6 @@ EncodeContext Context(uint32_t worker, float scaler = 0.0f) {
       RandomStream{.seed = 5, .step = 9, .chunk = 1, .worker = worker};
   context.scaler = scaler;
   return context;
-}
-
-Payload Encode(const Codec& codec, const std::vector<float>& values,
-               const EncodeContext& context) {
-  absl::StatusOr<Payload> payload = codec.Encode(values, context);
-  EXPECT_TRUE(payload.ok()) << payload.status();
-  return payload.ok() ? *std::move(payload) : Payload();
-}
-
-std::vector<float> Decode(const Codec& codec, const Payload& payload) {
-  std::vector<float> out(payload.num_elements, -123.0f);
-  const absl::Status status = codec.Decode(payload, absl::MakeSpan(out));
-  EXPECT_TRUE(status.ok()) << status;
-  return out;
-}
-
-void ExpectInvalid(const absl::Status& status, const std::string& why) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(why));
 }
 
 // ---------------------------------------------------------------------------

@@ -15,38 +15,26 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 
 namespace tern::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using codec_test::ExpectInvalid;
+using codec_test::Gaussian;
 
 constexpr uint64_t kSizes[] = {0, 1, 31, 32, 33, 4096, (1u << 20) + 3};
 
-std::vector<float> Normal(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
-}
-
+// int8 draws no random numbers: the default context.
 Payload Encode(const Codec& codec, absl::Span<const float> values) {
-  absl::StatusOr<Payload> payload = codec.Encode(values, EncodeContext());
-  EXPECT_TRUE(payload.ok()) << payload.status();
-  return payload.ok() ? *std::move(payload) : Payload();
-}
-
-void ExpectInvalid(const absl::Status& status, const std::string& why) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(why));
+  return codec_test::Encode(codec, values, EncodeContext());
 }
 
 class Int8SizeTest : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(Int8SizeTest, RoundTripsWithinHalfAStep) {
   const Int8Codec codec;
-  const std::vector<float> w = Normal(GetParam(), 11, 0.05f);
+  const std::vector<float> w = Gaussian(GetParam(), 11, 0.0f, 0.05f);
   const Payload payload = Encode(codec, w);
   EXPECT_EQ(payload.codec, CodecId::kInt8);
   EXPECT_EQ(payload.layout, Layout::kRaw);
@@ -90,7 +78,7 @@ TEST(Int8CodecTest, KnownBytes) {
 
 TEST(Int8CodecTest, DeterministicAndIgnoresTheContext) {
   const Int8Codec codec;
-  const std::vector<float> w = Normal(1000, 3);
+  const std::vector<float> w = Gaussian(1000, 3);
   EncodeContext other;
   other.stream = RandomStream{.seed = 9, .step = 4, .chunk = 2, .worker = 1};
   other.scaler = 5.0f;
@@ -130,7 +118,7 @@ TEST(Int8CodecTest, NonFiniteValuesEncodeAsZeroAndLeaveTheScaleAlone) {
 // with max|w| ~ 5 gives an rms error of ~ step / sqrt(12) ~ 1.1%.
 TEST(Int8CodecTest, RelativeErrorOnStandardNormal) {
   const Int8Codec codec;
-  const std::vector<float> w = Normal(1 << 20, 5);
+  const std::vector<float> w = Gaussian(1 << 20, 5);
   const Payload payload = Encode(codec, w);
   std::vector<float> out(w.size());
   ASSERT_TRUE(codec.Decode(payload, absl::MakeSpan(out)).ok());
@@ -148,7 +136,7 @@ TEST(Int8CodecTest, RelativeErrorOnStandardNormal) {
 
 TEST(Int8CodecTest, DecodeRejectsWhatItCannotRead) {
   const Int8Codec codec;
-  const Payload good = Encode(codec, Normal(10, 1));
+  const Payload good = Encode(codec, Gaussian(10, 1));
   std::vector<float> out(10, 42.0f);
   const auto decode = [&](const Payload& p) {
     return codec.Decode(p, absl::MakeSpan(out));
@@ -206,7 +194,7 @@ TEST(Int8CodecTest, AggregationIsTheInt8OfTheAverage) {
   std::vector<std::vector<float>> decoded(kWorkers, std::vector<float>(kN));
   std::vector<Payload> pushes;
   for (uint32_t w = 0; w < kWorkers; ++w) {
-    pushes.push_back(Encode(codec, Normal(kN, 20 + w)));
+    pushes.push_back(Encode(codec, Gaussian(kN, 20 + w)));
     ASSERT_TRUE(codec.Decode(pushes.back(), absl::MakeSpan(decoded[w])).ok());
   }
   std::unique_ptr<Aggregation> aggregation = codec.NewAggregation(kN, kWorkers);

@@ -22,12 +22,18 @@
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
+#include "kernels/codec_test_util.h"
 #include "kernels/onebit_codec.h"
 
 namespace tern::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using codec_test::Decode;
+using codec_test::DecodedAverage;
+using codec_test::Encode;
+using codec_test::ExpectInvalid;
+using codec_test::ExpectShardEncoding;
+using codec_test::Gaussian;
 
 constexpr uint64_t kBig = (uint64_t{1} << 20) + 3;
 
@@ -39,14 +45,6 @@ std::vector<float> Dyadic(size_t n, uint32_t seed) {
   std::uniform_int_distribution<int> k(-1024, 1024);
   std::vector<float> values(n);
   for (float& value : values) value = static_cast<float>(k(rng)) / 1024.0f;
-  return values;
-}
-
-std::vector<float> Gaussian(size_t n, uint32_t seed, float mean = 0.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(mean, 1.0f);
-  std::vector<float> values(n);
-  for (float& value : values) value = normal(rng);
   return values;
 }
 
@@ -69,20 +67,6 @@ EncodeContext Context(uint64_t group_size, uint32_t step = 3) {
   return context;
 }
 
-Payload Encode(const Codec& codec, const std::vector<float>& values,
-               const EncodeContext& context) {
-  absl::StatusOr<Payload> payload = codec.Encode(values, context);
-  EXPECT_TRUE(payload.ok()) << payload.status();
-  return payload.ok() ? *std::move(payload) : Payload();
-}
-
-std::vector<float> Decode(const Codec& codec, const Payload& payload) {
-  std::vector<float> out(payload.num_elements, -123.0f);
-  const absl::Status status = codec.Decode(payload, absl::MakeSpan(out));
-  EXPECT_TRUE(status.ok()) << status;
-  return out;
-}
-
 uint32_t HeaderGroupSize(const Payload& payload) {
   uint32_t group_size = 0;
   if (payload.data.size() >= 4)
@@ -92,11 +76,6 @@ uint32_t HeaderGroupSize(const Payload& payload) {
 
 void SetHeaderGroupSize(Payload* payload, uint32_t group_size) {
   std::memcpy(&payload->data[0], &group_size, 4);
-}
-
-void ExpectInvalid(const absl::Status& status, const std::string& why) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(why));
 }
 
 // The exact means of one group, summed sequentially in double.
@@ -479,17 +458,11 @@ TEST_P(OneBitAggregationTest, PullIsTheReencodedAverage) {
   const uint64_t n = GetParam();
   const std::unique_ptr<Codec> codec = MakeCodec();
   std::vector<Payload> pushes;
-  std::vector<float> sum(n, 0.0f);
   for (uint32_t worker = 0; worker < 3; ++worker) {
     EncodeContext context = Context(7);
     context.stream.worker = worker;
     pushes.push_back(Encode(*codec, Gaussian(n, 100 + worker), context));
-    const std::vector<float> decoded = Decode(*codec, pushes.back());
-    for (uint64_t i = 0; i < n; ++i) sum[i] += decoded[i];  // worker order
   }
-  std::vector<float> average(n);
-  for (uint64_t i = 0; i < n; ++i) average[i] = sum[i] / 3.0f;
-
   const std::unique_ptr<Aggregation> aggregation = codec->NewAggregation(n, 3);
   for (const uint32_t worker : {2u, 0u, 1u}) {
     ASSERT_TRUE(aggregation->Add(worker, pushes[worker]).ok());
@@ -497,15 +470,7 @@ TEST_P(OneBitAggregationTest, PullIsTheReencodedAverage) {
   absl::StatusOr<Payload> pull = aggregation->Finish();
   ASSERT_TRUE(pull.ok()) << pull.status();
   EXPECT_EQ(pull->num_summands, 3u);
-
-  // The default context: stream (0, 0, 0, kShardStreamWorker), one group,
-  // a zero residual.
-  EncodeContext shard;
-  shard.stream.worker = kShardStreamWorker;
-  Payload expected = Encode(*codec, average, shard);
-  EXPECT_EQ(pull->data, expected.data);
-  EXPECT_EQ(pull->scalers, expected.scalers);
-  EXPECT_EQ(Decode(*codec, *pull), Decode(*codec, expected));
+  ExpectShardEncoding(*codec, *pull, DecodedAverage(*codec, pushes, n));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, OneBitAggregationTest,

@@ -20,22 +20,20 @@
 #include "gtest/gtest.h"
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
+#include "kernels/codec_test_util.h"
 #include "kernels/qsgd_codec.h"
 
 namespace tern::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using codec_test::Decode;
+using codec_test::DecodedAverage;
+using codec_test::Encode;
+using codec_test::ExpectInvalid;
+using codec_test::ExpectShardEncoding;
+using codec_test::Gaussian;
 
 constexpr uint64_t kBig = (uint64_t{1} << 20) + 3;
-
-std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> values(n);
-  for (float& value : values) value = normal(rng);
-  return values;
-}
 
 std::unique_ptr<Codec> MakeCodec(uint32_t levels = 16, uint32_t bucket = 512) {
   CodecOptions options;
@@ -54,20 +52,6 @@ EncodeContext Context(uint32_t step = 3, uint32_t worker = 1) {
   return context;
 }
 
-Payload Encode(const Codec& codec, const std::vector<float>& values,
-               const EncodeContext& context) {
-  absl::StatusOr<Payload> payload = codec.Encode(values, context);
-  EXPECT_TRUE(payload.ok()) << payload.status();
-  return payload.ok() ? *std::move(payload) : Payload();
-}
-
-std::vector<float> Decode(const Codec& codec, const Payload& payload) {
-  std::vector<float> out(payload.num_elements, -123.0f);
-  const absl::Status status = codec.Decode(payload, absl::MakeSpan(out));
-  EXPECT_TRUE(status.ok()) << status;
-  return out;
-}
-
 void SetHeader(Payload* payload, int field, uint32_t value) {
   std::memcpy(&payload->data[4 * field], &value, 4);
 }
@@ -76,11 +60,6 @@ uint32_t Header(const Payload& payload, int field) {
   uint32_t value = 0;
   std::memcpy(&value, payload.data.data() + 4 * field, 4);
   return value;
-}
-
-void ExpectInvalid(const absl::Status& status, const std::string& why) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(why));
 }
 
 // The word whose UniformFloat is u (a multiple of 2^-24).
@@ -432,16 +411,10 @@ TEST_P(QsgdAggregationTest, PullIsTheReencodedAverage) {
   const uint64_t n = GetParam();
   const std::unique_ptr<Codec> codec = MakeCodec(16, 512);
   std::vector<Payload> pushes;
-  std::vector<float> sum(n, 0.0f);
   for (uint32_t worker = 0; worker < 3; ++worker) {
     pushes.push_back(
         Encode(*codec, Gaussian(n, 100 + worker), Context(3, worker)));
-    const std::vector<float> decoded = Decode(*codec, pushes.back());
-    for (uint64_t i = 0; i < n; ++i) sum[i] += decoded[i];  // worker order
   }
-  std::vector<float> average(n);
-  for (uint64_t i = 0; i < n; ++i) average[i] = sum[i] / 3.0f;
-
   const std::unique_ptr<Aggregation> aggregation = codec->NewAggregation(n, 3);
   for (const uint32_t worker : {1u, 2u, 0u}) {
     ASSERT_TRUE(aggregation->Add(worker, pushes[worker]).ok());
@@ -449,14 +422,7 @@ TEST_P(QsgdAggregationTest, PullIsTheReencodedAverage) {
   absl::StatusOr<Payload> pull = aggregation->Finish();
   ASSERT_TRUE(pull.ok()) << pull.status();
   EXPECT_EQ(pull->num_summands, 3u);
-
-  // The default context: stream (0, 0, 0, kShardStreamWorker).
-  EncodeContext shard;
-  shard.stream.worker = kShardStreamWorker;
-  Payload expected = Encode(*codec, average, shard);
-  EXPECT_EQ(pull->data, expected.data);
-  EXPECT_EQ(pull->scalers, expected.scalers);
-  EXPECT_EQ(Decode(*codec, *pull), Decode(*codec, expected));
+  ExpectShardEncoding(*codec, *pull, DecodedAverage(*codec, pushes, n));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, QsgdAggregationTest,

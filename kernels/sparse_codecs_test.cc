@@ -20,26 +20,24 @@
 #include "kernels/codec.h"
 #include "kernels/codec_options.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 #include "kernels/payload.h"
 #include "kernels/sparse_select.h"
 
 namespace tern::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using codec_test::Decode;
+using codec_test::DecodedAverage;
+using codec_test::Encode;
+using codec_test::ExpectInvalid;
+using codec_test::ExpectShardEncoding;
+using codec_test::Gaussian;
 
 constexpr uint64_t kSizes[] = {0, 1, 31, 32, 33, 1000, (1u << 20) + 3};
 constexpr uint64_t kLarge = (1u << 20) + 3;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::vector<float> Gaussian(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(n);
-  for (float& value : values) value = normal(rng);
-  return values;
-}
 
 CodecOptions Threshold(float tau) {
   CodecOptions options;
@@ -82,23 +80,9 @@ EncodeContext Context(uint32_t worker = 0, uint64_t group_size = 0) {
   return context;
 }
 
-Payload Encode(const Codec& codec, absl::Span<const float> values,
-               const EncodeContext& context = Context()) {
-  absl::StatusOr<Payload> payload = codec.Encode(values, context);
-  EXPECT_TRUE(payload.ok()) << payload.status();
-  return payload.ok() ? *std::move(payload) : Payload();
-}
-
-std::vector<float> Decode(const Codec& codec, const Payload& payload) {
-  std::vector<float> out(payload.num_elements, -123.0f);
-  const absl::Status status = codec.Decode(payload, absl::MakeSpan(out));
-  EXPECT_TRUE(status.ok()) << status;
-  return out;
-}
-
-void ExpectInvalid(const absl::Status& status, const std::string& why) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(why));
+// Encoded with worker 0's context.
+Payload Encode(const Codec& codec, absl::Span<const float> values) {
+  return codec_test::Encode(codec, values, Context());
 }
 
 std::string Words(std::initializer_list<uint32_t> words) {
@@ -683,13 +667,11 @@ TEST(SparseCodecsTest, AggregationReencodesTheAverageSparsely) {
     for (const uint64_t n : kSizes) {
       SCOPED_TRACE(testing::Message() << codec->name() << " n " << n);
       std::vector<Payload> pushes;
-      std::vector<std::vector<float>> decoded;
       for (uint32_t worker = 0; worker < 3; ++worker) {
         // Larger than tau = 1 often enough to send something.
         std::vector<float> values = Gaussian(n, 400 + worker);
         for (float& v : values) v *= 2.0f;
         pushes.push_back(Encode(*codec, values, Context(worker)));
-        decoded.push_back(Decode(*codec, pushes.back()));
       }
       std::unique_ptr<Aggregation> aggregation = codec->NewAggregation(n, 3);
       // Out of order, with a rejected pull-as-push and a duplicate.
@@ -711,15 +693,8 @@ TEST(SparseCodecsTest, AggregationReencodesTheAverageSparsely) {
 
       // The pull is the codec's encoding of the fp32 average (added in
       // worker order, no residual yet) with the shard's stream.
-      std::vector<float> average(n);
-      for (size_t i = 0; i < n; ++i) {
-        average[i] = (decoded[0][i] + decoded[1][i] + decoded[2][i]) / 3.0f;
-      }
-      EncodeContext shard;
-      shard.stream.worker = kShardStreamWorker;
-      const Payload want = Encode(*codec, average, shard);
-      EXPECT_EQ(pull->data, want.data);
-      EXPECT_EQ(pull->scalers, want.scalers);
+      const std::vector<float> average = DecodedAverage(*codec, pushes, n);
+      ExpectShardEncoding(*codec, *pull, average);
       const std::vector<float> pulled = Decode(*codec, *pull);
       // Sparse: no more nonzeros than the average has, and for the
       // selecting codecs about their share (R = 0.9, pi = 0.05 of each

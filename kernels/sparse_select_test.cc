@@ -14,23 +14,18 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/codec_test_util.h"
 
 namespace tern::kernels {
 namespace {
+
+using codec_test::Gaussian;
 
 constexpr uint64_t kSmallSizes[] = {0, 1, 31, 32, 33, 1000};
 constexpr uint64_t kLarge = (uint64_t{1} << 20) + 3;
 
 const RandomStream kStream{
     .seed = 0x5EEDull, .step = 3, .chunk = 7, .worker = 1};
-
-std::vector<float> Gaussian(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(n);
-  for (float& value : values) value = normal(rng);
-  return values;
-}
 
 float Magnitude(absl::Span<const float> values, float drop_ratio,
                 uint32_t sample_size, const RandomStream& stream = kStream) {
