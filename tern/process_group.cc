@@ -50,6 +50,41 @@ class CStringArray {
   std::vector<char*> pointers_;
 };
 
+// What the child of a fork needs to become the command, all made before
+// the fork.
+struct ExecPlan {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  pid_t parent;          // the launcher, to notice that it already died
+  int stdin_fd;          // /dev/null, or < 0 to keep the launcher's
+  int output_fd;         // the pipe's write end: stdout and stderr
+  const sigset_t* mask;  // the signal mask the launcher had before its own
+};
+
+// The child's side of the fork: its own process group, killed with the
+// launcher, default signal handling, then execve. Async-signal-safe calls
+// only (the parent may hold locks the child would wait on forever).
+[[noreturn]] void ExecChild(const ExecPlan& plan) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != plan.parent) ::_exit(129);  // the launcher already died
+  if (plan.stdin_fd >= 0) ::dup2(plan.stdin_fd, STDIN_FILENO);
+  ::dup2(plan.output_fd, STDOUT_FILENO);
+  ::dup2(plan.output_fd, STDERR_FILENO);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  ::sigaction(SIGINT, &default_action, nullptr);
+  ::sigaction(SIGTERM, &default_action, nullptr);
+  ::sigaction(SIGPIPE, &default_action, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, plan.mask, nullptr);
+  ::execve(plan.path, plan.argv, plan.envp);
+  static const char kMessage[] = "tern launch: exec failed\n";
+  ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  ::_exit(127);
+}
+
 std::vector<std::string> EnvironmentWithout(
     const std::vector<std::string>& names) {
   std::vector<std::string> env;
@@ -69,9 +104,8 @@ std::vector<std::string> LineBuffer::Append(absl::string_view bytes) {
   std::vector<std::string> lines;
   while (!bytes.empty()) {
     const size_t newline = bytes.find('\n');
-    const size_t take = newline == absl::string_view::npos
-                            ? bytes.size()
-                            : newline;
+    const size_t take =
+        newline == absl::string_view::npos ? bytes.size() : newline;
     const size_t room = max_line_ - partial_.size();
     if (take >= room) {
       // The line is too long (or exactly fills the buffer): cut it here.
@@ -127,7 +161,9 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
       sigaction(SIGTERM, nullptr, &old_term) != 0) {
     return ErrnoError("sigaction");
   }
-  if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &default_action, nullptr);
+  if (old_int.sa_handler == SIG_IGN) {
+    sigaction(SIGINT, &default_action, nullptr);
+  }
   if (old_term.sa_handler == SIG_IGN) {
     sigaction(SIGTERM, &default_action, nullptr);
   }
@@ -214,24 +250,8 @@ absl::StatusOr<size_t> ProcessGroup::Spawn(const ChildSpec& spec) {
     return status;
   }
   if (pid == 0) {
-    // The child: async-signal-safe calls only, until execve.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(129);  // the launcher already died
-    if (dev_null >= 0) ::dup2(dev_null, STDIN_FILENO);
-    ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::dup2(pipe_fds[1], STDERR_FILENO);
-    struct sigaction default_action {};
-    default_action.sa_handler = SIG_DFL;
-    sigemptyset(&default_action.sa_mask);
-    ::sigaction(SIGINT, &default_action, nullptr);
-    ::sigaction(SIGTERM, &default_action, nullptr);
-    ::sigaction(SIGPIPE, &default_action, nullptr);
-    ::pthread_sigmask(SIG_SETMASK, &child_mask, nullptr);
-    ::execve(path.c_str(), argv.get(), envp.get());
-    static const char kMessage[] = "tern launch: exec failed\n";
-    ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
-    ::_exit(127);
+    ExecChild({path.c_str(), argv.get(), envp.get(), parent, dev_null,
+               pipe_fds[1], &child_mask});
   }
   // Also from this side, so that Signal() reaches the group even if the
   // child has not run yet.
