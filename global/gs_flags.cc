@@ -10,6 +10,7 @@
 #include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/net/tls_flags.h"
+#include "common/status_macros.h"
 
 namespace tern::global {
 namespace {
@@ -17,7 +18,6 @@ namespace {
 using flags::FinitePositive;
 using flags::Flag;
 using flags::HostPort;
-using flags::IsFinitePositive;
 using flags::IsHostPort;
 using flags::kMaxMessageMb;
 using flags::LogLevel;
@@ -79,40 +79,26 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
 }
 
 absl::Status ValidateGsOptions(const GsOptions& o) {
-  if (absl::Status status = metrics::ValidateMetricsOptions(o.metrics);
-      !status.ok()) {
-    return status;
-  }
+  TERN_RETURN_IF_ERROR(metrics::ValidateMetricsOptions(o.metrics));
   if (!IsHostPort(o.listen)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
   }
-  if (absl::Status status = net::ValidateServingRunId(o.run_id);
-      !status.ok()) {
-    return status;
-  }
+  TERN_RETURN_IF_ERROR(net::ValidateServingRunId(o.run_id));
   if (o.num_datacenters == 0) {
     return absl::InvalidArgumentError("--num_datacenters must be at least 1");
   }
-  if (!IsFinitePositive(o.t_global_s)) {
-    return absl::InvalidArgumentError(
-        "--t_global_s must be a finite number > 0");
-  }
+  TERN_RETURN_IF_ERROR(flags::CheckFinitePositive("t_global_s", o.t_global_s));
   if (o.max_lag > kMaxMaxLag) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_lag=", o.max_lag, " is not in [0, ", kMaxMaxLag, "]"));
   }
-  if (!IsFinitePositive(o.hold_timeout_s)) {
-    return absl::InvalidArgumentError(
-        "--hold_timeout_s must be a finite number > 0");
-  }
-  if (absl::Status status =
-          flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level);
-      !status.ok()) {
-    return status;
-  }
-  return net::ValidateServingTransport(o.tls, o.insecure,
-                                      net::TlsUse::kServe, o.listen);
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFinitePositive("hold_timeout_s", o.hold_timeout_s));
+  TERN_RETURN_IF_ERROR(
+      flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level));
+  return net::ValidateServingTransport(o.tls, o.insecure, net::TlsUse::kServe,
+                                       o.listen);
 }
 
 }  // namespace tern::global

@@ -13,6 +13,7 @@
 #include "common/metrics/metrics_flags.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
+#include "common/status_macros.h"
 #include "server/worker_loss.h"
 
 namespace tern::server {
@@ -229,10 +230,7 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: '", o.listen, "' is not of the form host:port"));
   }
-  if (absl::Status status = net::ValidateServingRunId(o.run_id);
-      !status.ok()) {
-    return status;
-  }
+  TERN_RETURN_IF_ERROR(net::ValidateServingRunId(o.run_id));
   if (o.num_shards == 0) {
     return absl::InvalidArgumentError("--num_shards must be at least 1");
   }
@@ -244,36 +242,25 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
   if (o.num_workers == 0) {
     return absl::InvalidArgumentError("--num_workers must be at least 1");
   }
-  if (!std::isfinite(o.barrier_timeout_s) || !(o.barrier_timeout_s > 0)) {
-    return absl::InvalidArgumentError(
-        "--barrier_timeout_s must be a finite number > 0");
-  }
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFinitePositive("barrier_timeout_s", o.barrier_timeout_s));
   if (!ParseWorkerLossPolicy(o.on_worker_loss).ok()) {
     return ParseWorkerLossPolicy(o.on_worker_loss).status();
   }
-  if (!std::isfinite(o.worker_loss_timeout_s) || o.worker_loss_timeout_s < 0) {
-    return absl::InvalidArgumentError(
-        "--worker_loss_timeout_s must be a finite number >= 0");
-  }
+  TERN_RETURN_IF_ERROR(flags::CheckFiniteNonNegative("worker_loss_timeout_s",
+                                                     o.worker_loss_timeout_s));
   if (o.worker_loss_timeout_s > o.barrier_timeout_s) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--worker_loss_timeout_s=", o.worker_loss_timeout_s,
         " is above --barrier_timeout_s=", o.barrier_timeout_s,
         ": the waiting calls would expire before a worker counts as lost"));
   }
-  if (!std::isfinite(o.straggler_warn_s) || o.straggler_warn_s < 0) {
-    return absl::InvalidArgumentError(
-        "--straggler_warn_s must be a finite number >= 0");
-  }
-  if (!std::isfinite(o.join_timeout_s) || !(o.join_timeout_s > 0)) {
-    return absl::InvalidArgumentError(
-        "--join_timeout_s must be a finite number > 0");
-  }
-  if (absl::Status status =
-          flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level);
-      !status.ok()) {
-    return status;
-  }
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFiniteNonNegative("straggler_warn_s", o.straggler_warn_s));
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFinitePositive("join_timeout_s", o.join_timeout_s));
+  TERN_RETURN_IF_ERROR(
+      flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level));
   if (!ParseRunMode(RunModeName(o.mode)).ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--mode: ", static_cast<uint32_t>(o.mode),
@@ -321,10 +308,8 @@ absl::Status ValidateLpsOptions(const PsOptions& o) {
   if (o.sync_every == 0) {
     return absl::InvalidArgumentError("--sync_every must be at least 1");
   }
-  if (!std::isfinite(o.sync_timeout_s) || !(o.sync_timeout_s > 0)) {
-    return absl::InvalidArgumentError(
-        "--sync_timeout_s must be a finite number > 0");
-  }
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFinitePositive("sync_timeout_s", o.sync_timeout_s));
   if (!std::isfinite(o.g_thresh) || o.g_thresh < 0 || o.g_thresh > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--g_thresh=", o.g_thresh, " is not in [0, 1]"));
@@ -343,13 +328,8 @@ absl::Status ValidateLpsOptions(const PsOptions& o) {
 }  // namespace
 
 absl::Status ValidatePsOptions(const PsOptions& o) {
-  if (absl::Status status = ValidateServingOptions(o); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = metrics::ValidateMetricsOptions(o.metrics);
-      !status.ok()) {
-    return status;
-  }
+  TERN_RETURN_IF_ERROR(ValidateServingOptions(o));
+  TERN_RETURN_IF_ERROR(metrics::ValidateMetricsOptions(o.metrics));
   if (o.checkpoint_every > 0 &&
       (o.mode == RunMode::kTernGrad || o.state_dir.empty())) {
     return absl::InvalidArgumentError(absl::StrCat(

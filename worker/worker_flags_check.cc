@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/net/tls_flags.h"
 #include "common/status_macros.h"
@@ -51,21 +52,14 @@ absl::Status ValidateClusterOptions(const WorkerOptions& o) {
   if (o.run_id.empty()) {
     return absl::InvalidArgumentError("--run_id must not be empty");
   }
-  if (!(o.rpc_timeout_s > 0) || !std::isfinite(o.rpc_timeout_s)) {
-    return absl::InvalidArgumentError("--rpc_timeout_s must be a number > 0");
-  }
-  if (!(o.join_timeout_s > 0) || !std::isfinite(o.join_timeout_s)) {
-    return absl::InvalidArgumentError("--join_timeout_s must be a number > 0");
-  }
-  if (!(o.straggler_warn_s >= 0) || !std::isfinite(o.straggler_warn_s)) {
-    return absl::InvalidArgumentError(
-        "--straggler_warn_s must be a number >= 0");
-  }
-  if (!(o.server_loss_timeout_s > 0) ||
-      !std::isfinite(o.server_loss_timeout_s)) {
-    return absl::InvalidArgumentError(
-        "--server_loss_timeout_s must be a number > 0");
-  }
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFinitePositive("rpc_timeout_s", o.rpc_timeout_s));
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFinitePositive("join_timeout_s", o.join_timeout_s));
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFiniteNonNegative("straggler_warn_s", o.straggler_warn_s));
+  TERN_RETURN_IF_ERROR(flags::CheckFinitePositive(
+      "server_loss_timeout_s", o.server_loss_timeout_s));
   return net::ValidateTlsFlags(o.tls, net::TlsUse::kConnect);
 }
 
@@ -92,10 +86,8 @@ absl::Status ValidateTrainingOptions(const WorkerOptions& o) {
   if (!(o.momentum >= 0 && o.momentum <= 1)) {
     return absl::InvalidArgumentError("--momentum must be in [0, 1]");
   }
-  if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
-    return absl::InvalidArgumentError(
-        "--weight_decay must be a finite number >= 0");
-  }
+  TERN_RETURN_IF_ERROR(
+      flags::CheckFiniteNonNegative("weight_decay", o.weight_decay));
   if (!(o.eval_ema_decay >= 0 && o.eval_ema_decay < 1)) {
     return absl::InvalidArgumentError(
         "--eval_ema_decay must be in [0, 1) (0: no average)");

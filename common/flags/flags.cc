@@ -95,9 +95,9 @@ CLI::Validator LogLevel() {
 absl::Status CheckMessageAndLogFlags(uint32_t max_message_mb,
                                      const std::string& log_level) {
   if (max_message_mb == 0 || max_message_mb > kMaxMessageMb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_message_mb=", max_message_mb, " is not in [1, ", kMaxMessageMb,
-        "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_mb=", max_message_mb, " is not in [1, ",
+                     kMaxMessageMb, "]"));
   }
   if (absl::StatusOr<spdlog::level::level_enum> level =
           ParseLogLevel(log_level);
@@ -106,6 +106,26 @@ absl::Status CheckMessageAndLogFlags(uint32_t max_message_mb,
         absl::StrCat("--log_level: ", level.status().message()));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status NotAFiniteNumber(absl::string_view flag, double value,
+                              absl::string_view bound) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, " is not a finite number ", bound));
+}
+
+}  // namespace
+
+absl::Status CheckFinitePositive(absl::string_view flag, double value) {
+  if (IsFinitePositive(value)) return absl::OkStatus();
+  return NotAFiniteNumber(flag, value, "> 0");
+}
+
+absl::Status CheckFiniteNonNegative(absl::string_view flag, double value) {
+  if (std::isfinite(value) && value >= 0) return absl::OkStatus();
+  return NotAFiniteNumber(flag, value, ">= 0");
 }
 
 CLI::Validator NonEmpty() {

@@ -62,6 +62,13 @@ CLI::Validator NonEmpty();
 absl::Status CheckMessageAndLogFlags(uint32_t max_message_mb,
                                      const std::string& log_level);
 
+// The same for a number flag (seconds, a rate) built in code: OK when
+// `value` is finite and > 0 (CheckFinitePositive) or >= 0
+// (CheckFiniteNonNegative); else INVALID_ARGUMENT naming --`flag` and the
+// value, e.g. "--join_timeout_s=nan is not a finite number > 0".
+absl::Status CheckFinitePositive(absl::string_view flag, double value);
+absl::Status CheckFiniteNonNegative(absl::string_view flag, double value);
+
 // Reads a name into an enum flag once, at parse time: `parse` turns the
 // name into the enum and the transform hands CLI11 its number, which CLI11
 // stores into the enum field (register it with ->transform(...)). A name
@@ -76,8 +83,8 @@ CLI::Validator EnumName(Parse parse, std::string (*names)(),
         if (!value.ok()) {
           return absl::StrCat("'", input, "' is not one of ", names());
         }
-        input = std::to_string(
-            static_cast<std::underlying_type_t<Enum>>(*value));
+        input =
+            std::to_string(static_cast<std::underlying_type_t<Enum>>(*value));
         return std::string();
       },
       label);

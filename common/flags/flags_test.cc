@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace tern::flags {
@@ -139,6 +140,30 @@ TEST(CheckMessageAndLogFlagsTest, NamesTheFlag) {
   EXPECT_NE(status.message().find("--log_level: unknown log level 'loud'"),
             absl::string_view::npos)
       << status;
+}
+
+TEST(CheckFiniteTest, NamesTheFlagAndTheValue) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(CheckFinitePositive("join_timeout_s", 0.5).ok());
+  EXPECT_TRUE(CheckFiniteNonNegative("straggler_warn_s", 0).ok());
+  EXPECT_TRUE(CheckFiniteNonNegative("straggler_warn_s", 7).ok());
+  for (const double bad : {0.0, -1.0, inf, -inf, nan}) {
+    const absl::Status status = CheckFinitePositive("join_timeout_s", bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(status.message().find(absl::StrCat(
+                  "--join_timeout_s=", bad, " is not a finite number > 0")),
+              absl::string_view::npos)
+        << status;
+  }
+  for (const double bad : {-1e-9, inf, nan}) {
+    const absl::Status status = CheckFiniteNonNegative("straggler_warn_s", bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(status.message().find(absl::StrCat(
+                  "--straggler_warn_s=", bad, " is not a finite number >= 0")),
+              absl::string_view::npos)
+        << status;
+  }
 }
 
 TEST(ValidatorTest, NonEmpty) {
