@@ -450,10 +450,9 @@ std::vector<std::string> RegisterCompressors() {
   return skipped;
 }
 
-void RegisterAll() {
-  Register("memcpy", Memcpy);
-  Register("read_sum", ReadSum);
-
+// The worker's side of TernGrad: statistics, quantize+pack (each SIMD
+// variant this CPU has), the whole encode.
+void RegisterTernGradEncode() {
   Register("terngrad/stats", Stats);
   Register("terngrad/quantize_pack_2bit", [](benchmark::State& s) {
     QuantizePackStage(s, Layout::kTernary2Bit);
@@ -478,6 +477,11 @@ void RegisterAll() {
   Register("terngrad/encode_base3", [](benchmark::State& s) {
     EncodeStage(s, CodecId::kTernGrad, Layout::kTernaryBase3);
   });
+}
+
+// The shard's and the pull's side of TernGrad: summing pushes, packing and
+// decoding the sums, the shard's step.
+void RegisterTernGradSums() {
   Register("terngrad/accumulate_2bit",
            [](benchmark::State& s) { Accumulate(s, Layout::kTernary2Bit); });
   Register("terngrad/accumulate_base3",
@@ -497,7 +501,10 @@ void RegisterAll() {
   });
   Register("terngrad/server_step",
            [](benchmark::State& s) { ServerStep(s, CodecId::kTernGrad); });
+}
 
+// fp32 and fp16: copies and conversions, which should run at memcpy's speed.
+void RegisterFloatCodecs() {
   for (const CodecId id : {CodecId::kFp32, CodecId::kFp16}) {
     const std::string name = CodecName(id);
     Register(name + "/encode", [id](benchmark::State& s) {
@@ -512,6 +519,14 @@ void RegisterAll() {
     Register(name + "/server_step",
              [id](benchmark::State& s) { ServerStep(s, id); });
   }
+}
+
+void RegisterAll() {
+  Register("memcpy", Memcpy);
+  Register("read_sum", ReadSum);
+  RegisterTernGradEncode();
+  RegisterTernGradSums();
+  RegisterFloatCodecs();
   // A TernGrad push read back (a WeightGrad local server applies each one).
   RegisterTwoSizes("terngrad/decode_2bit", [](benchmark::State& s) {
     DecodeStage(s, CodecId::kTernGrad);
