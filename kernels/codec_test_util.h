@@ -59,15 +59,15 @@ inline void ExpectInvalid(const absl::Status& status, const std::string& why) {
   EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(why));
 }
 
-// The average of the pushes' decodes, added in worker order whatever order
-// they arrived in, as a shard adds them (float_aggregation.h).
+// The average of the pushes' decodes (at least one push, all of one
+// length), added in worker order whatever order they arrived in, as a shard
+// adds them (float_aggregation.h).
 inline std::vector<float> DecodedAverage(const Codec& codec,
-                                         const std::vector<Payload>& pushes,
-                                         size_t n) {
-  std::vector<float> sum(n, 0.0f);
+                                         const std::vector<Payload>& pushes) {
+  std::vector<float> sum(pushes.front().num_elements, 0.0f);
   for (const Payload& push : pushes) {
     const std::vector<float> decoded = Decode(codec, push);
-    for (size_t i = 0; i < n; ++i) sum[i] += decoded[i];
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += decoded[i];
   }
   for (float& value : sum) value /= static_cast<float>(pushes.size());
   return sum;

@@ -470,7 +470,7 @@ TEST_P(OneBitAggregationTest, PullIsTheReencodedAverage) {
   absl::StatusOr<Payload> pull = aggregation->Finish();
   ASSERT_TRUE(pull.ok()) << pull.status();
   EXPECT_EQ(pull->num_summands, 3u);
-  ExpectShardEncoding(*codec, *pull, DecodedAverage(*codec, pushes, n));
+  ExpectShardEncoding(*codec, *pull, DecodedAverage(*codec, pushes));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, OneBitAggregationTest,

@@ -693,7 +693,7 @@ TEST(SparseCodecsTest, AggregationReencodesTheAverageSparsely) {
 
       // The pull is the codec's encoding of the fp32 average (added in
       // worker order, no residual yet) with the shard's stream.
-      const std::vector<float> average = DecodedAverage(*codec, pushes, n);
+      const std::vector<float> average = DecodedAverage(*codec, pushes);
       ExpectShardEncoding(*codec, *pull, average);
       const std::vector<float> pulled = Decode(*codec, *pull);
       // Sparse: no more nonzeros than the average has, and for the
