@@ -11,7 +11,6 @@
 #include <limits>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,15 +29,12 @@ namespace {
 using codec_test::Decode;
 using codec_test::Encode;
 using codec_test::ExpectInvalid;
+using codec_test::Gaussian;
 
 constexpr uint64_t kSizes[] = {0, 1, 4, 5, 63, 64, 65, (1u << 20) + 3};
 
 std::vector<float> Gradient(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.01f);
-  std::vector<float> g(n);
-  for (float& value : g) value = normal(rng);
-  return g;
+  return Gaussian(n, seed, 0.0f, 0.01f);
 }
 
 std::unique_ptr<Codec> Make(CodecId id, Layout push = Layout::kUnspecified,

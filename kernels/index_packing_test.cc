@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -22,6 +21,7 @@ namespace tern::kernels {
 namespace {
 
 using codec_test::ExpectInvalid;
+using codec_test::Gaussian;
 
 constexpr uint64_t kSizes[] = {0, 1, 31, 32, 33, 1000, (1u << 20) + 3};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -128,10 +128,7 @@ TEST(IndexPackingTest, SignMeansPerGroup) {
 
 TEST(IndexPackingTest, RoundTripsAtEverySize) {
   for (const uint64_t n : kSizes) {
-    std::mt19937 rng(n);
-    std::normal_distribution<float> normal;
-    std::vector<float> values(n);
-    for (float& value : values) value = normal(rng);
+    const std::vector<float> values = Gaussian(n, static_cast<uint32_t>(n));
     std::vector<uint32_t> indices;
     std::vector<float> kept;
     std::vector<float> want(n, 0.0f);

@@ -7,26 +7,20 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/codec_test_util.h"
 #include "kernels/ternary_math.h"
 #include "kernels/terngrad_simd.h"
 
 namespace tern::kernels {
 namespace {
 
-constexpr uint64_t kSizes[] = {0, 1, 4, 5, 63, 64, 65, (1u << 20) + 3};
+using codec_test::Gaussian;
 
-std::vector<float> Gradient(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (float& value : g) value = normal(rng);
-  return g;
-}
+constexpr uint64_t kSizes[] = {0, 1, 4, 5, 63, 64, 65, (1u << 20) + 3};
 
 // The codes of `values` straight from the definition: element i uses word
 // i % 4 of RandomWords(stream, i / 4).
@@ -130,7 +124,7 @@ TEST(TernarizeTest, DecodeFormula) {
 class SizedTest : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(SizedTest, StatsMatchADirectDoubleComputation) {
-  std::vector<float> g = Gradient(GetParam(), 1);
+  std::vector<float> g = Gaussian(GetParam(), 1);
   for (float& value : g) value = value * 0.01f + 0.003f;
   const ChunkStats stats = ComputeStats(g);
   double sum = 0, sum_abs = 0, squares = 0;
@@ -187,7 +181,7 @@ ChunkStats CanonicalStats(const std::vector<float>& g) {
 }
 
 TEST_P(SizedTest, StatsFollowTheDocumentedOrderBitForBit) {
-  std::vector<float> g = Gradient(GetParam(), 2);
+  std::vector<float> g = Gaussian(GetParam(), 2);
   if (g.size() > 10) {
     g[3] = std::numeric_limits<float>::quiet_NaN();
     g[9] = -std::numeric_limits<float>::infinity();
@@ -231,7 +225,7 @@ TEST(StatsTest, EmptyAndConstantChunks) {
   EXPECT_EQ(stats.stddev(), 0.0);
   EXPECT_DOUBLE_EQ(stats.mean(), 0.1f);
   // A large mean next to a small sigma keeps sigma accurate.
-  std::vector<float> offset = Gradient(100000, 11);
+  std::vector<float> offset = Gaussian(100000, 11);
   for (float& value : offset) value = 1000.0f + value;
   EXPECT_NEAR(ComputeStats(offset).stddev(), 1.0, 0.02);
 }
@@ -257,7 +251,7 @@ class QuantizeTest
 
 TEST_P(QuantizeTest, MatchesTheScalarDefinition) {
   const auto [n, layout] = GetParam();
-  std::vector<float> g = Gradient(n, 3);
+  std::vector<float> g = Gaussian(n, 3);
   if (n > 40) {
     g[33] = std::numeric_limits<float>::quiet_NaN();
     g[34] = std::numeric_limits<float>::infinity();
@@ -272,7 +266,7 @@ TEST_P(QuantizeTest, MatchesTheScalarDefinition) {
 // ClipRule::kWorker: the worker's own bound below the shared scaler.
 TEST_P(QuantizeTest, ClipBoundMatchesTheScalarDefinition) {
   const auto [n, layout] = GetParam();
-  std::vector<float> g = Gradient(n, 13);
+  std::vector<float> g = Gaussian(n, 13);
   if (n > 40) {
     g[33] = std::numeric_limits<float>::quiet_NaN();
     g[36] = 100.0f;
@@ -302,7 +296,7 @@ TEST_P(QuantizeTest, ClipBoundMatchesTheScalarDefinition) {
 
 TEST_P(QuantizeTest, IsDeterministicAndEachCodeDependsOnlyOnItsIndex) {
   const auto [n, layout] = GetParam();
-  const std::vector<float> g = Gradient(n, 4);
+  const std::vector<float> g = Gaussian(n, 4);
   const std::vector<uint8_t> first = Quantize(g, 1.0f, kStream, layout);
   EXPECT_EQ(Quantize(g, 1.0f, kStream, layout), first);
   // A prefix of the chunk encodes to the prefix of the codes.
@@ -315,7 +309,7 @@ TEST_P(QuantizeTest, IsDeterministicAndEachCodeDependsOnlyOnItsIndex) {
 
 TEST_P(QuantizeTest, UnusableScalerEncodesZeros) {
   const auto [n, layout] = GetParam();
-  const std::vector<float> g = Gradient(n, 5);
+  const std::vector<float> g = Gaussian(n, 5);
   for (const float scaler :
        {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
         std::numeric_limits<float>::quiet_NaN()}) {
@@ -368,7 +362,7 @@ TEST(QuantizeTest, DrawsCompareStrictlyAtTheThreshold) {
 }
 
 TEST(QuantizeTest, ExactlyThreeLevels) {
-  const std::vector<float> g = Gradient(10000, 6);
+  const std::vector<float> g = Gaussian(10000, 6);
   const float s = LocalScaler(ComputeStats(g), 2.5f);
   const std::vector<uint8_t> packed =
       Quantize(g, s, kStream, Layout::kTernary2Bit);
@@ -381,7 +375,7 @@ TEST(QuantizeTest, ExactlyThreeLevels) {
 }
 
 TEST(QuantizeTest, EveryStreamFieldChangesTheCodes) {
-  const std::vector<float> g = Gradient(256, 7);
+  const std::vector<float> g = Gaussian(256, 7);
   const std::vector<uint8_t> base =
       Quantize(g, 1.0f, kStream, Layout::kTernary2Bit);
   for (int field = 0; field < 4; ++field) {
@@ -411,7 +405,7 @@ uint64_t Fnv1a(const void* data, size_t size, uint64_t hash) {
 // Gaussian values over many magnitudes with the awkward ones mixed in:
 // NaN, +-Inf, +-0, subnormals, the largest float, exact powers of two.
 std::vector<float> PinnedInput(size_t n) {
-  std::vector<float> g = Gradient(n, 21);
+  std::vector<float> g = Gaussian(n, 21);
   const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
@@ -486,7 +480,7 @@ TEST(PinnedBytesTest, EncoderOutputHasNotChanged) {
 // standardized errors must have mean 0 and mean square 1.
 TEST(UnbiasednessTest, MeanOverStepsConvergesToTheClippedGradient) {
   constexpr int kEncodes = 4000;
-  const std::vector<float> g = Gradient(4099, 8);
+  const std::vector<float> g = Gaussian(4099, 8);
   const float s = 1.2f;  // clips the tails of the N(0, 1) gradient
   std::vector<double> total(g.size(), 0.0);
   for (int m = 0; m < kEncodes; ++m) {
@@ -525,7 +519,7 @@ TEST(UnbiasednessTest, MeanOverStepsConvergesToTheClippedGradient) {
 // min(|g|, s) for the tails, which this rejects by many standard errors.
 TEST(UnbiasednessTest, WorkerBoundMeanConvergesToTheWorkerClippedGradient) {
   constexpr int kEncodes = 4000;
-  const std::vector<float> g = Gradient(4099, 18);
+  const std::vector<float> g = Gaussian(4099, 18);
   const float s = 3.0f;  // the shared scaler, from another worker
   const float c = LocalScaler(ComputeStats(g), 1.0f);  // ~1 sigma
   ASSERT_LT(c, 0.5f * s);
@@ -555,7 +549,7 @@ TEST(UnbiasednessTest, WorkerBoundMeanConvergesToTheWorkerClippedGradient) {
 
 TEST(UnbiasednessTest, Base3HasTheSameDistributionAsTwoBit) {
   // Same stream, same values: the codes are identical whatever the layout.
-  const std::vector<float> g = Gradient(5000, 9);
+  const std::vector<float> g = Gaussian(5000, 9);
   EXPECT_EQ(Codes(Quantize(g, 0.8f, kStream, Layout::kTernary2Bit), g.size(),
                   Layout::kTernary2Bit),
             Codes(Quantize(g, 0.8f, kStream, Layout::kTernaryBase3), g.size(),
@@ -591,7 +585,7 @@ void CheckVariant(bool two_bit, TwoBitKernel kernel,
 }
 
 TEST(SimdTest, StatsVariantsFollowTheLaneOrderBitForBit) {
-  std::vector<float> g = Gradient(kStatsBlockSize, 12);
+  std::vector<float> g = Gaussian(kStatsBlockSize, 12);
   g[17] = std::numeric_limits<float>::quiet_NaN();
   g[40] = std::numeric_limits<float>::infinity();
   const float shift = 0.25f;
@@ -623,7 +617,7 @@ TEST(SimdTest, StatsVariantsFollowTheLaneOrderBitForBit) {
 // group 1000 on, through one variant.
 void CheckVariants(bool two_bit, TwoBitKernel kernel) {
   const size_t n = 4 * 1000 + simd::kSimdBlock * 10 + 37;
-  std::vector<float> random = Gradient(n, 10);
+  std::vector<float> random = Gaussian(n, 10);
   random[4005] = std::numeric_limits<float>::quiet_NaN();
   random[4006] = -std::numeric_limits<float>::infinity();
   random[4007] = 1e30f;

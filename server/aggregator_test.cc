@@ -11,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -30,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 #include "kernels/float_aggregation.h"
 
 namespace tern::server {
@@ -95,12 +95,8 @@ JoinRequest MakeJoin(uint32_t worker, const RunConfig& config) {
 // A deterministic gradient of worker `worker` for chunk `key` at `step`.
 std::vector<float> Gradient(uint32_t worker, uint64_t step, uint32_t key,
                             uint64_t elements) {
-  std::mt19937 random(
-      static_cast<uint32_t>(worker * 1000003 + step * 101 + key));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(elements);
-  for (float& value : values) value = normal(random);
-  return values;
+  return kernels::codec_test::Gaussian(
+      elements, static_cast<uint32_t>(worker * 1000003 + step * 101 + key));
 }
 
 float MaxAbs(const std::vector<float>& values) {

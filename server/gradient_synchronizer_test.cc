@@ -22,22 +22,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 
 namespace tern::server {
 namespace {
 
+using ::tern::kernels::codec_test::Gaussian;
 using ::testing::HasSubstr;
 
 LrSchedule Constant(double lr) {
   return *LrSchedule::Create(LrScheduleKind::kConstant, lr, 0, 0, 0);
-}
-
-std::vector<float> Normal(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
 }
 
 double Norm(const std::vector<float>& values) {
@@ -357,7 +351,7 @@ TEST_P(DataCentersTest, ConvergeThroughTheAverage) {
   const std::map<uint32_t, size_t> sizes = {
       {0, 1}, {2, 31}, {3, 32}, {5, 33}, {9, 4096}};
   std::vector<LpsChunk> chunks;
-  for (const auto& [key, n] : sizes) chunks.push_back({key, Normal(n, key)});
+  for (const auto& [key, n] : sizes) chunks.push_back({key, Gaussian(n, key)});
   LpsStateOptions lps;
   lps.num_workers = 2;
   lps.momentum = 0.9f;
@@ -380,7 +374,7 @@ TEST_P(DataCentersTest, ConvergeThroughTheAverage) {
         std::map<uint32_t, std::vector<std::vector<float>>> g;
         for (const auto& [key, n] : sizes) {
           for (uint32_t w = 0; w < 2; ++w) {
-            g[key].push_back(Normal(n, 1000 * r + 100 * d + 10 * s + w));
+            g[key].push_back(Gaussian(n, 1000 * r + 100 * d + 10 * s + w));
           }
         }
         dcs[d]->Step(g);
@@ -450,8 +444,8 @@ TEST(GradientSynchronizerTest, TernaryUsesTheSyncStream) {
   options.sync_every = 1;
   options.g_thresh = 0.0;
   options.seed = 123;
-  DataCenter dc(PlainSgd(), Constant(0.1), {{4, Normal(100, 1)}}, options);
-  dc.Step({{4, {Normal(100, 2)}}});
+  DataCenter dc(PlainSgd(), Constant(0.1), {{4, Gaussian(100, 1)}}, options);
+  dc.Step({{4, {Gaussian(100, 2)}}});
   const std::vector<float> u = dc.U(4);
   absl::StatusOr<SyncRound> round = dc.sync->BuildRound(0);
   ASSERT_TRUE(round.ok());
@@ -473,8 +467,8 @@ TEST(GradientSynchronizerTest, HeldBackResidualIsNotMovement) {
   SynchronizerOptions options;
   options.sync_every = 1;
   options.g_thresh = 0.5;
-  DataCenter dc(PlainSgd(), Constant(1.0), {{0, Normal(64, 1)}}, options);
-  dc.Step({{0, {Normal(64, 2)}}});
+  DataCenter dc(PlainSgd(), Constant(1.0), {{0, Gaussian(64, 1)}}, options);
+  dc.Step({{0, {Gaussian(64, 2)}}});
   absl::StatusOr<SyncRound> round = dc.sync->BuildRound(0);
   ASSERT_TRUE(round.ok());
   EXPECT_NEAR(round->decisions[0].significance, 1.0, 1e-6);  // one step
@@ -491,7 +485,7 @@ TEST(GradientSynchronizerTest, HeldBackResidualIsNotMovement) {
   ASSERT_TRUE(dc.sync->ApplyAnswer(1, {}).ok());
   // A real step: significant again, and the payload carries U = residual
   // + step, so the held-back part reaches the GS.
-  const std::vector<float> g = Normal(64, 3);
+  const std::vector<float> g = Gaussian(64, 3);
   dc.Step({{0, {g}}});
   const std::vector<float> u = dc.U(0);
   for (size_t i = 0; i < u.size(); ++i) {
@@ -522,7 +516,7 @@ TEST(GradientSynchronizerTest, DefaultClipKeepsTheResidualBounded) {
                   options);
     double ratio = 0;
     for (uint64_t r = 0; r < 60; ++r) {
-      const std::vector<float> g = Normal(2000, 100 + r);
+      const std::vector<float> g = Gaussian(2000, 100 + r);
       dc.Step({{0, {g}}});
       absl::StatusOr<SyncRound> round = dc.sync->BuildRound(r);
       EXPECT_TRUE(round.ok());
@@ -813,8 +807,8 @@ TEST(GradientSynchronizerTest, DefaultRunSendsASensibleFraction) {
   std::vector<LpsChunk> chunks;
   std::vector<std::vector<float>> signal(kChunks);
   for (uint32_t k = 0; k < kChunks; ++k) {
-    chunks.push_back({k, Normal(kSize, k, 0.05f)});
-    signal[k] = k % 2 == 0 ? Normal(kSize, 500 + k, 0.5f)
+    chunks.push_back({k, Gaussian(kSize, k, 0.0f, 0.05f)});
+    signal[k] = k % 2 == 0 ? Gaussian(kSize, 500 + k, 0.0f, 0.5f)
                            : std::vector<float>(kSize, 0.0f);
   }
   LpsStateOptions lps;

@@ -18,22 +18,16 @@
 #include "common/checksum.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 
 namespace tern::server {
 namespace {
 
+using ::tern::kernels::codec_test::Gaussian;
 using ::testing::HasSubstr;
 
 LrSchedule Constant(double lr) {
   return *LrSchedule::Create(LrScheduleKind::kConstant, lr, 0, 0, 0);
-}
-
-std::vector<float> Normal(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
 }
 
 std::unique_ptr<LpsState> MakeState(const LpsStateOptions& options,
@@ -147,7 +141,7 @@ TEST_P(LpsSizeTest, MatchesTheReferenceRecurrence) {
   options.weight_decay = 1e-4f;
   const LrSchedule lr =
       *LrSchedule::Create(LrScheduleKind::kPoly, 0.1, 10, 0, 0);
-  const std::vector<float> w0 = Normal(n, 1);
+  const std::vector<float> w0 = Gaussian(n, 1);
   std::unique_ptr<LpsState> state = MakeState(options, lr, {{3, w0}});
   std::vector<float> w = w0, v(n, 0.0f);
   std::mt19937 rng(2);
@@ -155,7 +149,7 @@ TEST_P(LpsSizeTest, MatchesTheReferenceRecurrence) {
     std::vector<uint32_t> order = {0, 1, 2};
     std::shuffle(order.begin(), order.end(), rng);
     for (const uint32_t worker : order) {
-      const std::vector<float> g = Normal(n, 100 * step + worker);
+      const std::vector<float> g = Gaussian(n, 100 * step + worker);
       ASSERT_TRUE(state->ApplyGradient(worker, step, 3, g).ok());
       const float rate = static_cast<float>(lr.Rate(step));
       for (size_t i = 0; i < n; ++i) {
@@ -175,7 +169,7 @@ TEST_P(LpsSizeTest, MatchesTheReferenceRecurrence) {
 // Weights as the workers get them, for every weight codec.
 TEST_P(LpsSizeTest, QuantizedWeightsDecodeWithinTheirBounds) {
   const size_t n = GetParam();
-  const std::vector<float> w0 = Normal(n, 4, 0.1f);
+  const std::vector<float> w0 = Gaussian(n, 4, 0.0f, 0.1f);
   float max_abs = 0;
   for (const float x : w0) max_abs = std::max(max_abs, std::fabs(x));
   const RandomStream stream{1, 2, 3, 4};
@@ -238,7 +232,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, LpsSizeTest,
 // The ternary weights are unbiased up to the clipping: averaged over many
 // streams they approach min(max(w, -s), s).
 TEST(LpsStateTest, TernaryWeightsAreUnbiasedUpToClipping) {
-  const std::vector<float> w0 = Normal(64, 8);
+  const std::vector<float> w0 = Gaussian(64, 8);
   std::unique_ptr<LpsState> state =
       MakeState(LpsStateOptions(), Constant(0.1), {{0, w0}});
   std::unique_ptr<kernels::Codec> codec =
@@ -285,7 +279,7 @@ TEST(LpsStateTest, ConstantChunksKeepTheirTernaryWeights) {
 // What the workers' weights lose on N(0, 1) weights, per codec
 // (server/WEIGHTGRAD.md quotes these numbers).
 TEST(LpsStateTest, RelativeErrorOfEachWeightCodecOnStandardNormal) {
-  const std::vector<float> w0 = Normal(1 << 20, 12);
+  const std::vector<float> w0 = Gaussian(1 << 20, 12);
   for (const kernels::CodecId id :
        {kernels::CodecId::kFp32, kernels::CodecId::kInt8,
         kernels::CodecId::kTernGrad}) {
@@ -480,7 +474,7 @@ TEST(LpsStateTest, CreateForShardCutsTheFlatWeights) {
 }
 
 TEST(LpsStateTest, ChecksumIsOfTheWeightsInKeyOrder) {
-  const std::vector<float> a = Normal(33, 1), b = Normal(5, 2);
+  const std::vector<float> a = Gaussian(33, 1), b = Gaussian(5, 2);
   // Given out of order; hashed in key order, like a flat ParamBuffer.
   std::unique_ptr<LpsState> state =
       MakeState(LpsStateOptions(), Constant(0.1), {{8, b}, {3, a}, {5, {}}});

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "grpcpp/completion_queue.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 #include "server/wire.h"
 
 namespace tern::server {
@@ -136,11 +136,7 @@ std::unique_ptr<kernels::Codec> TernGrad() {
 }
 
 std::vector<float> Gradient(uint32_t worker, uint64_t elements) {
-  std::mt19937 random(worker + 17);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(elements);
-  for (float& value : values) value = normal(random);
-  return values;
+  return kernels::codec_test::Gaussian(elements, worker + 17);
 }
 
 // What one worker thread saw.

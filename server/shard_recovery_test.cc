@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/codec_registry.h"
+#include "kernels/codec_test_util.h"
 #include "server/aggregator.h"
 #include "server/model_cut.h"
 #include "server/shard_state.h"
@@ -60,11 +60,8 @@ JoinRequest Join(uint32_t worker, CodecId codec) {
 
 std::vector<float> Gradient(uint32_t worker, uint64_t step, uint32_t key,
                             uint64_t elements) {
-  std::mt19937 random(static_cast<uint32_t>(worker * 7919 + step * 31 + key));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(elements);
-  for (float& value : values) value = normal(random);
-  return values;
+  return kernels::codec_test::Gaussian(
+      elements, static_cast<uint32_t>(worker * 7919 + step * 31 + key));
 }
 
 // One worker's calls, made as a worker makes them: the scalers (terngrad),
