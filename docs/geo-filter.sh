@@ -19,7 +19,7 @@
 #                      [--steps N] [--sync_every N] [--steps_per_epoch N]
 #                      [--seeds "7 8 9"] [--eval_every N] [--emulate_wan]
 #                      [--out DIR] [--tern PATH] [--table_only]
-#                      [--chart FILE] [-- extra launch flags]
+#                      [--chart FILE] [--keep DIR] [-- extra launch flags]
 #
 # G_THRESH: "dyn" (the dynamic threshold of Appendix A.2), or a fixed
 # `tern ps --g_thresh` (1e-9: every chunk that moved, i.e. send every
@@ -31,7 +31,11 @@
 # every seed. --emulate_wan (root only) runs over deploy/wan/tern-wan's
 # emulated WAN with mutual TLS, as docs/geo-results.sh does. --chart
 # draws the first seed's runs with `tern plot` (one line per variant) into
-# DIR/plots and copies their overview.png to FILE.
+# DIR/plots and copies their overview.png to FILE. --keep DIR copies what
+# the table reads of every finished run (summary.json, rounds.tsv, the
+# rescales, wall_s) to DIR/<model>-<K>x<W>[-wan]/<run>/, so that
+# `--table_only --out DIR` prints it again without the runs (the
+# repository keeps its tables' records under docs/results/geo-filter).
 # Defaults: 2 x 1, LeNet, Fashion-MNIST, 300 steps, batch 64, rounds every
 # 10 steps, seed 7, evaluation at the end only, no WAN emulation (the
 # bytes are counted by the LPSs either way). Needs a built tern
@@ -53,13 +57,14 @@ out=runs/geo-filter
 tern=bazel-bin/tern/tern
 table_only=0
 chart=""
+keep=""
 extra=()
 # Evaluations by several workers at once stall a data center on 2 cores
 # (docs/geo-results.sh says more).
 export TERN_BARRIER_TIMEOUT_S=${TERN_BARRIER_TIMEOUT_S:-180}
 export TERN_RPC_TIMEOUT_S=${TERN_RPC_TIMEOUT_S:-240}
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -78,6 +83,7 @@ while [[ $# -gt 0 ]]; do
     --tern) tern="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
     --chart) chart="$2"; shift 2 ;;
+    --keep) keep="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "geo-filter.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -130,11 +136,16 @@ for variant in $variants; do
   done
 done
 
-PYTHONPATH="$(dirname "$0")" python3 - "$dir" "$seeds" "${labels[@]}" <<'EOF'
-import glob, json, os, re, sys
+keep_dir=""
+[[ -z "$keep" ]] || keep_dir="$keep/$(basename "$dir")"
+PYTHONPATH="$(dirname "$0")" python3 - "$dir" "$keep_dir" "$seeds" "${labels[@]}" <<'EOF'
+import glob, json, os, re, shutil, sys
 from run_records import mean_and_spread, points_difference
 
-root, seeds, labels = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+root, keep, seeds, labels = (sys.argv[1], sys.argv[2], sys.argv[3].split(),
+                             sys.argv[4:])
+TSV_HEADER = ("datacenter\tround\tstep\tsent\tchunks\tbytes_up\t"
+              "bytes_down\tg_thresh\tsig_min\tsig_median\tsig_max\n")
 LINE = re.compile(
     r"round (\d+) at step (\d+): sent (\d+) of (\d+) chunks, (\d+) B up, "
     r"(\d+) B down, g_thresh ([0-9.e+-]+), significance min ([0-9.e+-]+) "
@@ -157,12 +168,22 @@ def run_dir(label, seed):
     return os.path.join(root, name)
 
 
-def read_run(run):
-    """A finished run's rounds (one tuple per LPS log line: the data
-    center, then the line's numbers) and totals; None if it failed.
-    Writes the rounds to RUN/rounds.tsv."""
+def read_logs(run):
+    """The rounds of the LPS logs (one tuple per round line: the data
+    center, then the line's numbers) and the threshold's rescales; written
+    to RUN/rounds.tsv and RUN/rescales. A run without logs (one --keep
+    copied) is read from those two files instead."""
+    logs = sorted(glob.glob(os.path.join(run, "lps-*.log")))
+    if not logs:
+        tsv = os.path.join(run, "rounds.tsv")
+        if not os.path.exists(tsv):
+            return [], 0
+        rows = [tuple(float(x) for x in line.split("\t"))
+                for line in open(tsv).readlines()[1:] if line.strip()]
+        rescales = open(os.path.join(run, "rescales")).read()
+        return [(int(r[0]),) + r[1:] for r in rows], int(rescales)
     rows, rescales = [], 0
-    for log in sorted(glob.glob(os.path.join(run, "lps-*.log"))):
+    for log in logs:
         d = re.search(r"lps-(\d+)\.log$", log).group(1)
         for text in open(log, errors="replace"):
             m = LINE.search(text)
@@ -170,15 +191,28 @@ def read_run(run):
                 rows.append((int(d),) + tuple(float(x) for x in m.groups()))
             if re.search(r"epoch \d+ begins by step", text):
                 rescales += 1
+    with open(os.path.join(run, "rounds.tsv"), "w") as tsv:
+        tsv.write(TSV_HEADER)
+        for r in rows:
+            tsv.write("\t".join("%g" % x for x in r) + "\n")
+    with open(os.path.join(run, "rescales"), "w") as f:
+        f.write("%d\n" % rescales)
+    return rows, rescales
+
+
+def read_run(run):
+    """A finished run's rounds and totals; None if it failed."""
+    rows, rescales = read_logs(run)
     path = os.path.join(run, "summary.json")
     summary = json.load(open(path)) if os.path.exists(path) else {}
     if not rows or summary.get("status") != "ok":
         return None
-    with open(os.path.join(run, "rounds.tsv"), "w") as tsv:
-        tsv.write("datacenter\tround\tstep\tsent\tchunks\tbytes_up\t"
-                  "bytes_down\tg_thresh\tsig_min\tsig_median\tsig_max\n")
-        for r in rows:
-            tsv.write("\t".join("%g" % x for x in r) + "\n")
+    kept = os.path.join(keep, os.path.basename(run)) if keep else run
+    if os.path.realpath(kept) != os.path.realpath(run):
+        os.makedirs(kept, exist_ok=True)
+        for name in ("summary.json", "rounds.tsv", "rescales", "wall_s"):
+            if os.path.exists(os.path.join(run, name)):
+                shutil.copy(os.path.join(run, name), kept)
     wall = os.path.join(run, "wall_s")
     return {
         "rows": rows, "rescales": rescales,
