@@ -173,6 +173,9 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
   if (!weight_codec.empty()) {
     args.push_back(absl::StrCat("--weight_codec=", weight_codec));
   }
+  if (geo.g_thresh > 0) {
+    args.push_back(absl::StrCat("--g_thresh=", geo.g_thresh));
+  }
   args.push_back(absl::StrCat("--log_level=", resolved.job.log_level));
   return args;
 }

@@ -20,12 +20,12 @@ constexpr uint32_t kMaxWorkers = 1024;
 // has.
 constexpr const char* kGeoOnlyFlags[] = {
     "datacenters", "workers_per_dc", "sync_every", "weight_codec",
-    "t_global_s",  "max_lag",        "emulate_wan"};
+    "g_thresh",    "t_global_s",     "max_lag",    "emulate_wan"};
 constexpr const char* kWanOnlyFlags[] = {"wan_mbit", "wan_script",
                                          "wan_prefix"};
 // The flags that only a run with a global server has.
 constexpr const char* kLpsOnlyFlags[] = {"sync_every", "weight_codec",
-                                         "t_global_s", "max_lag"};
+                                         "g_thresh", "t_global_s", "max_lag"};
 
 bool Given(const LaunchOptions& options, absl::string_view flag) {
   return std::find(options.given_flags.begin(), options.given_flags.end(),
@@ -38,6 +38,39 @@ bool WorkerFlagGiven(const LaunchOptions& options, absl::string_view flag) {
   return std::any_of(
       options.worker_args.begin(), options.worker_args.end(),
       [&](const std::string& arg) { return absl::StartsWith(arg, prefix); });
+}
+
+// The LPS's own flags in a mode with LPSs: the round length, the weights it
+// sends, weightgrad's threshold.
+absl::Status ValidateLpsValues(const LaunchOptions& options, GeoMode mode) {
+  const GeoOptions& geo = options.geo;
+  if (Given(options, "sync_every") && geo.sync_every == 0) {
+    return absl::InvalidArgumentError("--sync_every must be at least 1");
+  }
+  if (!geo.weight_codec.empty() && geo.weight_codec != "ternary" &&
+      geo.weight_codec != "int8" && geo.weight_codec != "fp32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_codec: '", geo.weight_codec,
+                     "' is not one of ternary, int8, fp32"));
+  }
+  if (mode == GeoMode::kGaia && !geo.weight_codec.empty() &&
+      geo.weight_codec != "fp32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_codec=", geo.weight_codec,
+                     " does not apply with --geo=gaia: gaia's LPS sends "
+                     "fp32 weights"));
+  }
+  if (!(geo.g_thresh >= 0 && geo.g_thresh <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--g_thresh=", geo.g_thresh, " is not in [0, 1]"));
+  }
+  if (mode == GeoMode::kGaia && Given(options, "g_thresh")) {
+    return absl::InvalidArgumentError(
+        "--g_thresh does not apply with --geo=gaia: gaia's LPS sends the "
+        "elements that moved by a share of their value, it has no chunk "
+        "threshold (--geo=weightgrad has)");
+  }
+  return absl::OkStatus();
 }
 
 // The flags of the modes with LPSs (gaia, weightgrad), or their absence in
@@ -61,21 +94,8 @@ absl::Status ValidateLpsFlags(const LaunchOptions& options, GeoMode mode,
         ": each data center has one LPS (--shards is for baseline and "
         "terngrad)"));
   }
-  if (Given(options, "sync_every") && geo.sync_every == 0) {
-    return absl::InvalidArgumentError("--sync_every must be at least 1");
-  }
-  if (!geo.weight_codec.empty() && geo.weight_codec != "ternary" &&
-      geo.weight_codec != "int8" && geo.weight_codec != "fp32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--weight_codec: '", geo.weight_codec,
-                     "' is not one of ternary, int8, fp32"));
-  }
-  if (mode == GeoMode::kGaia && !geo.weight_codec.empty() &&
-      geo.weight_codec != "fp32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--weight_codec=", geo.weight_codec,
-                     " does not apply with --geo=gaia: gaia's LPS sends "
-                     "fp32 weights"));
+  if (absl::Status status = ValidateLpsValues(options, mode); !status.ok()) {
+    return status;
   }
   if (Given(options, "t_global_s") && !(geo.t_global_s > 0)) {
     return absl::InvalidArgumentError("--t_global_s must be > 0");

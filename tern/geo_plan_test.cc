@@ -66,7 +66,7 @@ TEST(ValidateGeoOptionsTest, RefusesAModeThatIsNoEnumerator) {
 TEST(ValidateGeoOptionsTest, GeoFlagsNeedGeo) {
   for (const char* flag :
        {"datacenters", "workers_per_dc", "sync_every", "weight_codec",
-        "t_global_s", "max_lag", "emulate_wan"}) {
+        "g_thresh", "t_global_s", "max_lag", "emulate_wan"}) {
     SCOPED_TRACE(flag);
     LaunchOptions options;
     options.given_flags = {flag};
@@ -95,7 +95,7 @@ TEST(ValidateGeoOptionsTest, RefusesWhatTheModeDecides) {
   codec.worker_args.push_back("--codec=fp16");
   ExpectInvalid(codec, "--codec");
   for (const char* flag :
-       {"sync_every", "weight_codec", "t_global_s", "max_lag"}) {
+       {"sync_every", "weight_codec", "g_thresh", "t_global_s", "max_lag"}) {
     SCOPED_TRACE(flag);
     ExpectInvalid(Geo(GeoMode::kBaseline, 2, 2, {flag}),
                   absl::StrCat("--", flag, " does not apply"));
@@ -106,6 +106,14 @@ TEST(ValidateGeoOptionsTest, RefusesWhatTheModeDecides) {
   LaunchOptions gaia_weights = Geo(GeoMode::kGaia, 2, 2, {"weight_codec"});
   gaia_weights.geo.weight_codec = "ternary";
   ExpectInvalid(gaia_weights, "--weight_codec=ternary");
+  LaunchOptions gaia_threshold = Geo(GeoMode::kGaia, 2, 2, {"g_thresh"});
+  gaia_threshold.geo.g_thresh = 0.2;
+  ExpectInvalid(gaia_threshold, "--g_thresh does not apply with --geo=gaia");
+  LaunchOptions threshold = Geo(GeoMode::kWeightgrad, 2, 2, {"g_thresh"});
+  threshold.geo.g_thresh = 1.5;
+  ExpectInvalid(threshold, "--g_thresh=1.5 is not in [0, 1]");
+  threshold.geo.g_thresh = 0.2;
+  EXPECT_TRUE(ValidateGeoOptions(threshold, /*is_root=*/false).ok());
   LaunchOptions sync = Geo(GeoMode::kWeightgrad, 2, 2, {"sync_every"});
   sync.geo.sync_every = 0;
   ExpectInvalid(sync, "--sync_every");
@@ -237,13 +245,15 @@ TEST(CommandLineTest, LpsOfEachMode) {
                   "--datacenter=2", "--num_datacenters=3", "--log_level=warn"));
   weightgrad.geo.sync_every = 5;
   weightgrad.geo.weight_codec = "int8";
+  weightgrad.geo.g_thresh = 0.25;
   EXPECT_THAT(
       LpsArgs(ResolveLaunchOptions(weightgrad), 0, "127.0.0.1:7000", "/o/l", "/o/r"),
       ElementsAre("ps", "--mode=weightgrad", "--listen=127.0.0.1:0",
                   "--port_file=/o/l", "--report_file=/o/r", "--shard_index=0", "--num_shards=1",
                   "--num_workers=2", "--global=127.0.0.1:7000",
                   "--datacenter=0", "--num_datacenters=3", "--sync_every=5",
-                  "--weight_codec=int8", "--log_level=warn"));
+                  "--weight_codec=int8", "--g_thresh=0.25",
+                  "--log_level=warn"));
   const LaunchOptions gaia = Geo(GeoMode::kGaia, 2, 4);
   EXPECT_THAT(
       LpsArgs(ResolveLaunchOptions(gaia), 1, "127.0.0.1:7000", "/o/l", "/o/r"),

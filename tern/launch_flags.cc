@@ -201,6 +201,11 @@ void AddGeoFlags(CLI::App* app, GeoOptions* geo,
            "--geo=weightgrad: how the LPS sends weights to its workers: "
            "ternary, int8 or fp32 (empty: the LPS's default; gaia: fp32)")
       ->check(CLI::IsMember({"", "ternary", "int8", "fp32"}));
+  geo_flag("g_thresh", &geo->g_thresh,
+           "--geo=weightgrad: the LPSs' fixed significance threshold in "
+           "[0, 1] (net displacement over path length, server/"
+           "WEIGHTGRAD.md); 0: the paper's dynamic threshold")
+      ->check(CLI::Range(0.0, 1.0));
   geo_flag("t_global_s", &geo->t_global_s,
            "--geo=gaia|weightgrad: the GS's T_global in seconds (0: its "
            "default)")

@@ -27,6 +27,9 @@ struct GeoOptions {
   // weightgrad: how the LPS sends weights to its workers (""= the LPS's
   // default, ternary); gaia always uses fp32.
   std::string weight_codec;
+  // weightgrad: the LPSs' fixed significance threshold in (0, 1] (tern ps
+  // --g_thresh); 0: their default, the paper's dynamic threshold.
+  double g_thresh = 0;
   // Passed to `tern global` when set (0 / -1: the GS's defaults).
   double t_global_s = 0;
   int32_t max_lag = -1;

@@ -185,20 +185,21 @@ TEST_F(LaunchFlagsTest, ValidationSeesLaunchsClusterFlags) {
 
 TEST_F(LaunchFlagsTest, GeoFlagsAreLaunchsOwn) {
   Parse({"--geo=weightgrad", "--datacenters", "3", "--workers_per_dc=2",
-         "--sync_every=5", "--weight_codec=int8", "--steps=20",
-         "--target_accuracy=0.8"});
+         "--sync_every=5", "--weight_codec=int8", "--g_thresh=0.2",
+         "--steps=20", "--target_accuracy=0.8"});
   EXPECT_EQ(options_.geo.mode, GeoMode::kWeightgrad);
   EXPECT_EQ(options_.geo.datacenters, 3u);
   EXPECT_EQ(options_.geo.workers_per_dc, 2u);
   EXPECT_EQ(options_.geo.sync_every, 5u);
   EXPECT_EQ(options_.geo.weight_codec, "int8");
+  EXPECT_DOUBLE_EQ(options_.geo.g_thresh, 0.2);
   EXPECT_DOUBLE_EQ(options_.target_accuracy, 0.8);
   EXPECT_FALSE(options_.geo.emulate_wan);
   EXPECT_THAT(options_.worker_args, ElementsAre("--steps=20"));
   EXPECT_THAT(options_.given_flags,
               ::testing::UnorderedElementsAre(
                   "geo", "datacenters", "workers_per_dc", "sync_every",
-                  "weight_codec", "target_accuracy"));
+                  "weight_codec", "g_thresh", "target_accuracy"));
   EXPECT_TRUE(ValidateLaunchOptions(options_, /*is_root=*/false).ok());
 }
 
@@ -264,8 +265,8 @@ TEST_F(LaunchFlagsTest, BadGeoModeNamesTheChoices) {
 
 TEST_F(LaunchFlagsTest, BadGeoValuesNameTheFlag) {
   for (const char* arg : {"--geo=gaia2", "--datacenters=0",
-                          "--weight_codec=int4", "--wan_mbit=20000",
-                          "--target_accuracy=1.5"}) {
+                          "--weight_codec=int4", "--g_thresh=1.5",
+                          "--wan_mbit=20000", "--target_accuracy=1.5"}) {
     SCOPED_TRACE(arg);
     const std::string flag = std::string(arg).substr(0, std::string(arg).find('='));
     try {
