@@ -124,13 +124,12 @@ for variant in $variants; do
       --eval_every "$eval_every" --progress_every_s 0)
     [[ "$partition" == 0 ]] || flags+=(--partition_bytes "$partition")
     [[ "$emulate_wan" == 0 ]] || flags+=(--emulate_wan --wan_prefix tern-geo- --tls)
-    threshold=0
-    [[ "$g_thresh" == dyn ]] || threshold="$g_thresh"
+    [[ "$g_thresh" == dyn ]] || flags+=(--g_thresh "$g_thresh")
     echo "== $label, seed $seed: g_thresh $g_thresh, partition_bytes $partition ($(date +%T))" >&2
     start=$(date +%s)
-    # The LPSs read their flags from the environment too (TERN_<FLAG>).
-    TERN_G_THRESH="$threshold" TERN_STEPS_PER_EPOCH="$steps_per_epoch" \
-      "$tern" launch "${flags[@]}" --out_dir "$run" ${extra[@]+"${extra[@]}"} \
+    # Launch has no --steps_per_epoch; the LPSs read it from the
+    # environment (TERN_<FLAG>).
+    TERN_STEPS_PER_EPOCH="$steps_per_epoch" "$tern" launch "${flags[@]}" --out_dir "$run" ${extra[@]+"${extra[@]}"} \
       >"$run.log" 2>&1 || echo "   failed: see $run.log" >&2
     echo "$(( $(date +%s) - start ))" >"$run/wall_s"
   done
@@ -138,12 +137,19 @@ done
 
 keep_dir=""
 [[ -z "$keep" ]] || keep_dir="$keep/$(basename "$dir")"
-PYTHONPATH="$(dirname "$0")" python3 - "$dir" "$keep_dir" "$seeds" "${labels[@]}" <<'EOF'
+# The table's runs as LABEL/SEED/NAME, NAME their directory under $dir.
+run_names=()
+for label in "${labels[@]}"; do
+  for seed in $seeds; do run_names+=("$label/$seed/$(run_name "$label" "$seed")"); done
+done
+PYTHONPATH="$(dirname "$0")" python3 - "$dir" "$keep_dir" "${run_names[@]}" <<'EOF'
 import glob, json, os, re, shutil, sys
 from run_records import mean_and_spread, points_difference
 
-root, keep, seeds, labels = (sys.argv[1], sys.argv[2], sys.argv[3].split(),
-                             sys.argv[4:])
+root, keep = sys.argv[1], sys.argv[2]
+names = {tuple(arg.split("/")[:2]): arg.split("/")[2] for arg in sys.argv[3:]}
+labels = list(dict.fromkeys(label for label, _ in names))
+seeds = list(dict.fromkeys(seed for _, seed in names))
 TSV_HEADER = ("datacenter\tround\tstep\tsent\tchunks\tbytes_up\t"
               "bytes_down\tg_thresh\tsig_min\tsig_median\tsig_max\n")
 LINE = re.compile(
@@ -164,8 +170,7 @@ def median(xs):
 
 
 def run_dir(label, seed):
-    name = label if seed == "7" else "%s-seed%s" % (label, seed)
-    return os.path.join(root, name)
+    return os.path.join(root, names[(label, seed)])
 
 
 def read_logs(run):
@@ -207,12 +212,6 @@ def read_run(run):
     summary = json.load(open(path)) if os.path.exists(path) else {}
     if not rows or summary.get("status") != "ok":
         return None
-    kept = os.path.join(keep, os.path.basename(run)) if keep else run
-    if os.path.realpath(kept) != os.path.realpath(run):
-        os.makedirs(kept, exist_ok=True)
-        for name in ("summary.json", "rounds.tsv", "rescales", "wall_s"):
-            if os.path.exists(os.path.join(run, name)):
-                shutil.copy(os.path.join(run, name), kept)
     wall = os.path.join(run, "wall_s")
     return {
         "rows": rows, "rescales": rescales,
@@ -223,6 +222,17 @@ def read_run(run):
         "accuracy": summary.get("final_test_accuracy"),
         "wall": open(wall).read().strip() if os.path.exists(wall) else "-",
     }
+
+
+def keep_run(run):
+    """Copies what the table reads of `run` to the --keep directory."""
+    kept = os.path.join(keep, os.path.basename(run))
+    if os.path.realpath(kept) == os.path.realpath(run):
+        return
+    os.makedirs(kept, exist_ok=True)
+    for name in ("summary.json", "rounds.tsv", "rescales", "wall_s"):
+        if os.path.exists(os.path.join(run, name)):
+            shutil.copy(os.path.join(run, name), kept)
 
 
 def run_row(name, r):
@@ -284,7 +294,11 @@ def print_means(runs):
             mean_and_spread(accuracies), versus))
 
 
-runs = {(l, s): read_run(run_dir(l, s)) for l in labels for s in seeds}
+runs = {key: read_run(run_dir(*key)) for key in names}
+if keep:
+    for key, r in runs.items():
+        if r:
+            keep_run(run_dir(*key))
 print_runs(runs)
 if len(seeds) > 1:
     print()
