@@ -46,17 +46,11 @@ RoundAggregatorOptions MakeAggregatorOptions(const GsOptions& options) {
 absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
                                                    GsService* service,
                                                    const Logger& logger) {
-  net::ServerOptions server_options;
-  server_options.listen = options.listen;
-  server_options.security =
-      net::SecurityFromFlags(options.tls, options.insecure);
-  server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
-                                     << 20;
-  // Every worker (data center) may send its largest message at once.
-  server_options.senders = static_cast<int>(options.num_datacenters);
-  server_options.logger = logger;
   return net::StartLogged(
-      server_options, {{service, tern::v1::GlobalServer::service_full_name()}});
+      net::ServerOptionsFromFlags(
+          options.listen, options.tls, options.insecure, options.max_message_mb,
+          static_cast<int>(options.num_datacenters), logger),
+      {{service, tern::v1::GlobalServer::service_full_name()}});
 }
 
 // Logs where the rounds stopped and writes --report_file, if given.

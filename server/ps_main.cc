@@ -37,17 +37,11 @@ constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
                                                    grpc::Service* service,
                                                    const Logger& logger) {
-  net::ServerOptions server_options;
-  server_options.listen = options.listen;
-  server_options.security =
-      net::SecurityFromFlags(options.tls, options.insecure);
-  server_options.max_message_bytes = static_cast<int>(options.max_message_mb)
-                                     << 20;
-  // Every worker (data center) may send its largest message at once.
-  server_options.senders = static_cast<int>(options.num_workers);
-  server_options.logger = logger;
   return net::StartLogged(
-      server_options, {{service, tern::v1::ParameterServer::service_full_name()}});
+      net::ServerOptionsFromFlags(
+          options.listen, options.tls, options.insecure, options.max_message_mb,
+          static_cast<int>(options.num_workers), logger),
+      {{service, tern::v1::ParameterServer::service_full_name()}});
 }
 
 // Who may call the shard or LPS: under mTLS, workers as themselves, of

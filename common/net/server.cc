@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/net/plaintext.h"
+#include "common/net/tls_flags.h"
 #include "grpc/grpc.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
@@ -102,6 +104,19 @@ absl::StatusOr<std::unique_ptr<Server>> StartLogged(
     options.logger->warn("{}", warning);
   }
   return server;
+}
+
+ServerOptions ServerOptionsFromFlags(const std::string& listen,
+                                     const TlsFiles& tls, bool insecure,
+                                     uint32_t max_message_mb, int senders,
+                                     Logger logger) {
+  ServerOptions options;
+  options.listen = listen;
+  options.security = SecurityFromFlags(tls, insecure);
+  options.max_message_bytes = static_cast<int>(max_message_mb) << 20;
+  options.senders = senders;
+  options.logger = std::move(logger);
+  return options;
 }
 
 absl::StatusOr<std::unique_ptr<Server::Acceptor>> Server::Listen(

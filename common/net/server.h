@@ -17,6 +17,7 @@
 #include "common/net/connection_gate.h"
 #include "common/net/credentials.h"
 #include "common/net/health_service.h"
+#include "common/net/tls_files.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -118,6 +119,16 @@ class Server {
 // listens in the clear beyond loopback (plaintext.h's PlaintextWarning).
 absl::StatusOr<std::unique_ptr<Server>> StartLogged(
     const ServerOptions& options, const std::vector<ServiceEntry>& services);
+
+// The ServerOptions of a role's serving flags, one mapping for the shard,
+// the LPS and the global server: --listen, TLS from --tls_* (plaintext
+// beyond loopback only with --insecure; tls_flags.h's SecurityFromFlags),
+// --max_message_mb, and `senders` peers that may each send their largest
+// message at once (its workers, or its data centers).
+ServerOptions ServerOptionsFromFlags(const std::string& listen,
+                                     const TlsFiles& tls, bool insecure,
+                                     uint32_t max_message_mb, int senders,
+                                     Logger logger);
 
 }  // namespace tern::net
 

@@ -187,5 +187,30 @@ TEST(ServerTest, TransportMemoryGrowsWithTheSenders) {
   EXPECT_EQ(TransportBytes(options), 1002 * (int64_t{2047} << 20) + (64 << 20));
 }
 
+// The flags of a serving role, mapped once for the shard, the LPS and the
+// global server.
+TEST(ServerTest, ServerOptionsFromFlagsMapsEachFlag) {
+  ServerOptions plain = ServerOptionsFromFlags("0.0.0.0:7000", TlsFiles(),
+                                               /*insecure=*/true,
+                                               /*max_message_mb=*/96,
+                                               /*senders=*/5, nullptr);
+  EXPECT_EQ(plain.listen, "0.0.0.0:7000");
+  EXPECT_EQ(plain.security.kind, TransportSecurity::Kind::kInsecure);
+  EXPECT_TRUE(plain.security.plaintext_allowed);
+  EXPECT_EQ(plain.max_message_bytes, 96 << 20);
+  EXPECT_EQ(plain.senders, 5);
+
+  TlsFiles files;
+  files.cert = "server.pem";
+  files.key = "server.key";
+  files.ca = "ca.pem";
+  ServerOptions tls = ServerOptionsFromFlags("127.0.0.1:0", files,
+                                             /*insecure=*/false, 4,
+                                             /*senders=*/1, nullptr);
+  EXPECT_EQ(tls.security.kind, TransportSecurity::Kind::kTls);
+  EXPECT_EQ(tls.security.files.ca, "ca.pem");
+  EXPECT_EQ(tls.max_message_bytes, 4 << 20);
+}
+
 }  // namespace
 }  // namespace tern::net
