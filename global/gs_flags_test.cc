@@ -1,16 +1,17 @@
 #include "global/gs_flags.h"
 
-#include <cctype>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
+#include "common/flags/flags_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tern::global {
 namespace {
 
+using ::tern::flags::ScopedEnv;
 using ::testing::HasSubstr;
 
 // Fresh options with the flags registered on a fresh app.
@@ -21,30 +22,13 @@ struct Parsed {
   void Parse(const std::string& args) { app.parse(args, false); }
 };
 
-// An environment variable set for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
 TEST(GsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
   Parsed parsed;
+  flags::ExpectFlagsWithEnvironment(
+      parsed.app,
+      {"listen", "port_file", "num_datacenters", "seed", "t_global_s",
+       "max_lag", "hold_timeout_s", "max_message_mb", "log_level"});
   const std::string help = parsed.app.help();
-  for (const char* name :
-       {"listen", "port_file", "num_datacenters", "seed", "t_global_s",
-        "max_lag", "hold_timeout_s", "max_message_mb", "log_level"}) {
-    const std::string flag = std::string("--") + name;
-    EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
-    std::string env = std::string("TERN_") + name;
-    for (char& c : env) c = static_cast<char>(std::toupper(c));
-    EXPECT_THAT(help, HasSubstr(env));
-  }
   EXPECT_THAT(help, HasSubstr("127.0.0.1:50061"));  // defaults are shown
 }
 

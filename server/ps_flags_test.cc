@@ -1,15 +1,16 @@
 #include "server/ps_flags.h"
 
-#include <cctype>
 #include <cstdlib>
 #include <string>
 
+#include "common/flags/flags_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tern::server {
 namespace {
 
+using ::tern::flags::ScopedEnv;
 using ::testing::HasSubstr;
 
 // Fresh options with the flags registered on a fresh app.
@@ -20,32 +21,15 @@ struct Parsed {
   void Parse(const std::string& args) { app.parse(args, false); }
 };
 
-// An environment variable set for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
 TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
   Parsed parsed;
+  flags::ExpectFlagsWithEnvironment(
+      parsed.app,
+      {"listen", "port_file", "shard_index", "num_shards", "num_workers",
+       "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level",
+       "mode", "global", "datacenter", "num_datacenters", "sync_every",
+       "sync_timeout_s", "g_thresh", "steps_per_epoch", "weight_codec"});
   const std::string help = parsed.app.help();
-  for (const char* name :
-       {"listen", "port_file", "shard_index", "num_shards", "num_workers",
-        "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level",
-        "mode", "global", "datacenter", "num_datacenters", "sync_every",
-        "sync_timeout_s", "g_thresh", "steps_per_epoch", "weight_codec"}) {
-    const std::string flag = std::string("--") + name;
-    EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
-    std::string env = std::string("TERN_") + name;
-    for (char& c : env) c = static_cast<char>(std::toupper(c));
-    EXPECT_THAT(help, HasSubstr(env));
-  }
   EXPECT_THAT(help, HasSubstr("127.0.0.1:50051"));  // defaults are shown
 }
 

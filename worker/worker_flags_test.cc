@@ -3,29 +3,19 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/flags/flags_testing.h"
 #include "gtest/gtest.h"
 
 namespace tern::worker {
 namespace {
 
+using ::tern::flags::ScopedEnv;
 // Parses `args` (without the program name) into fresh options.
 struct Parsed {
   WorkerOptions options;
   CLI::App app{"tern worker"};
   Parsed() { AddWorkerFlags(&app, &options); }
   void Parse(const std::string& args) { app.parse(args, false); }
-};
-
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
 };
 
 TEST(WorkerFlagsTest, DefaultsStayWhenNothingIsGiven) {
@@ -40,57 +30,18 @@ TEST(WorkerFlagsTest, DefaultsStayWhenNothingIsGiven) {
 
 TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
   Parsed parsed;
+  flags::ExpectFlagsWithEnvironment(
+      parsed.app,
+      {"mode", "worker_id", "num_workers", "ps", "run_id", "seed",
+       "rpc_timeout_s", "join_timeout_s", "model", "dataset", "data_dir",
+       "batch_size", "steps", "threads", "device", "optimizer", "lr",
+       "momentum", "weight_decay", "lr_schedule", "lr_step_every", "lr_gamma",
+       "codec", "packing", "sum_packing", "clip", "clip_rule", "fp32_tensors",
+       "min_compress_elems", "partition_bytes", "tau", "proportion",
+       "drop_ratio", "drop_scope", "drop_survivors", "qsgd_levels",
+       "qsgd_bucket", "sample_size", "sampled_means", "check_every",
+       "eval_every", "final_eval", "metrics_out", "log_level"});
   const std::string help = parsed.app.help();
-  for (const char* name : {"mode",
-                           "worker_id",
-                           "num_workers",
-                           "ps",
-                           "run_id",
-                           "seed",
-                           "rpc_timeout_s",
-                           "join_timeout_s",
-                           "model",
-                           "dataset",
-                           "data_dir",
-                           "batch_size",
-                           "steps",
-                           "threads",
-                           "device",
-                           "optimizer",
-                           "lr",
-                           "momentum",
-                           "weight_decay",
-                           "lr_schedule",
-                           "lr_step_every",
-                           "lr_gamma",
-                           "codec",
-                           "packing",
-                           "sum_packing",
-                           "clip",
-                           "clip_rule",
-                           "fp32_tensors",
-                           "min_compress_elems",
-                           "partition_bytes",
-                           "tau",
-                           "proportion",
-                           "drop_ratio",
-                           "drop_scope",
-                           "drop_survivors",
-                           "qsgd_levels",
-                           "qsgd_bucket",
-                           "sample_size",
-                           "sampled_means",
-                           "check_every",
-                           "eval_every",
-                           "final_eval",
-                           "metrics_out",
-                           "log_level"}) {
-    const std::string flag = std::string("--") + name;
-    EXPECT_NE(parsed.app.get_option_no_throw(flag), nullptr) << flag;
-    std::string env = std::string("TERN_") + name;
-    for (char& c : env) c = static_cast<char>(std::toupper(c));
-    EXPECT_NE(help.find(env), std::string::npos) << env;
-  }
   EXPECT_NE(help.find("terngrad"), std::string::npos);
   EXPECT_NE(help.find("4194304"), std::string::npos);  // partition_bytes
 }
