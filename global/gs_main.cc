@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/flags/flags.h"
 #include "common/metrics/metrics.h"
 #include "common/net/peer_identity.h"
 #include "common/net/server.h"
@@ -33,7 +34,7 @@ RoundAggregatorOptions MakeAggregatorOptions(const GsOptions& options) {
   aggregator_options.max_lag = options.max_lag;
   aggregator_options.hold_timeout = absl::Seconds(options.hold_timeout_s);
   aggregator_options.max_message_bytes =
-      static_cast<uint64_t>(options.max_message_mb) << 20;
+      flags::MessageBytes(options.max_message_mb);
   if (!options.state_dir.empty()) {
     aggregator_options.state_path = GsStatePath(options.state_dir);
     aggregator_options.state_sync = options.state_sync;

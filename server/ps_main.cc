@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/checksum.h"
+#include "common/flags/flags.h"
 #include "common/metrics/metrics.h"
 #include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
@@ -77,8 +78,7 @@ LocalPsOptions MakeLocalPsOptions(const PsOptions& options) {
   lps_options.sync_timeout = absl::Seconds(options.sync_timeout_s);
   lps_options.hold_limit = absl::Seconds(options.barrier_timeout_s);
   lps_options.join_timeout = absl::Seconds(options.join_timeout_s);
-  lps_options.max_message_bytes = static_cast<uint64_t>(options.max_message_mb)
-                                  << 20;
+  lps_options.max_message_bytes = flags::MessageBytes(options.max_message_mb);
   return lps_options;
 }
 
@@ -98,8 +98,7 @@ std::unique_ptr<GsLink> StartGsLink(const PsOptions& options, LocalPs* lps,
     link_options.security.server_verifier =
         net::ServerIdentityVerifier({net::PeerRole::kGlobal}, options.run_id);
   }
-  link_options.max_message_bytes = static_cast<int>(options.max_message_mb)
-                                   << 20;
+  link_options.max_message_bytes = flags::MessageBytes(options.max_message_mb);
   if (const std::string warning = net::PlaintextWarning(
           link_options.security, options.global,
           "connecting to the global server at");
@@ -207,7 +206,7 @@ int RunShard(const PsOptions& options, Logger logger,
   aggregator_options.barrier_timeout = absl::Seconds(options.barrier_timeout_s);
   aggregator_options.join_timeout = absl::Seconds(options.join_timeout_s);
   aggregator_options.max_message_bytes =
-      static_cast<uint64_t>(options.max_message_mb) << 20;
+      flags::MessageBytes(options.max_message_mb);
   aggregator_options.straggler_warn = absl::Seconds(options.straggler_warn_s);
   // Checked with the flags.
   aggregator_options.on_worker_loss =

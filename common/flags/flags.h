@@ -6,6 +6,7 @@
 #ifndef TERN_COMMON_FLAGS_FLAGS_H_
 #define TERN_COMMON_FLAGS_FLAGS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -21,6 +22,12 @@ namespace tern::flags {
 
 // gRPC's message sizes are ints: --max_message_mb is at most 2 GiB - 1.
 inline constexpr uint32_t kMaxMessageMb = 2047;
+
+// --max_message_mb in bytes, as gRPC's int limits take it. Clamped to
+// kMaxMessageMb, so that an unchecked value cannot overflow the int.
+inline constexpr int MessageBytes(uint32_t max_message_mb) {
+  return static_cast<int>(std::min(max_message_mb, kMaxMessageMb)) << 20;
+}
 
 // Registers --name on `app`, writing into `*value` (which must outlive the
 // parse), with `help`, its default shown and the environment variable

@@ -124,6 +124,15 @@ TEST(ValidatorTest, LogLevelNamesTheLevels) {
   EXPECT_NE(error.find("unknown log level 'loud'"), std::string::npos) << error;
 }
 
+// MiB to bytes for gRPC's int limits; the largest flag value still fits.
+TEST(MessageBytesTest, ConvertsMebibytesAndClampsToTheLimit) {
+  EXPECT_EQ(MessageBytes(1), 1 << 20);
+  EXPECT_EQ(MessageBytes(64), 64 << 20);
+  EXPECT_EQ(MessageBytes(kMaxMessageMb), 2147483647 - (1 << 20) + 1);
+  EXPECT_EQ(MessageBytes(kMaxMessageMb + 1), MessageBytes(kMaxMessageMb));
+  EXPECT_EQ(MessageBytes(UINT32_MAX), MessageBytes(kMaxMessageMb));
+}
+
 // For options built in code: each bad value is refused naming its flag.
 TEST(CheckMessageAndLogFlagsTest, NamesTheFlag) {
   EXPECT_TRUE(CheckMessageAndLogFlags(1, "info").ok());

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/flags/flags.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 #include "grpc/grpc.h"
@@ -113,7 +114,7 @@ ServerOptions ServerOptionsFromFlags(const std::string& listen,
   ServerOptions options;
   options.listen = listen;
   options.security = SecurityFromFlags(tls, insecure);
-  options.max_message_bytes = static_cast<int>(max_message_mb) << 20;
+  options.max_message_bytes = flags::MessageBytes(max_message_mb);
   options.senders = senders;
   options.logger = std::move(logger);
   return options;
