@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/flags/flags_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tern/certs.h"
@@ -321,13 +322,10 @@ TEST(AddCertsFlagsTest, RequiresOutAndRunIdAndChecksDays) {
 // TERN_FORCE must not replace a CA by accident, and TERN_GLOBAL is the
 // global server's address in an LPS container.
 TEST(AddCertsFlagsTest, ForceAndGlobalAreNotReadFromTheEnvironment) {
-  ASSERT_EQ(::setenv("TERN_FORCE", "1", 1), 0);
-  ASSERT_EQ(::setenv("TERN_GLOBAL", "tern-global:50060", 1), 0);
-  ASSERT_EQ(::setenv("TERN_WORKERS", "5", 1), 0);
+  const flags::ScopedEnv force("TERN_FORCE", "1");
+  const flags::ScopedEnv global("TERN_GLOBAL", "tern-global:50060");
+  const flags::ScopedEnv workers("TERN_WORKERS", "5");
   const CertsOptions options = Parse({"--out", "d", "--run_id", "r"});
-  ::unsetenv("TERN_FORCE");
-  ::unsetenv("TERN_GLOBAL");
-  ::unsetenv("TERN_WORKERS");
   EXPECT_FALSE(options.force);
   EXPECT_FALSE(options.global);
   EXPECT_EQ(options.workers, 5u);  // the other flags are

@@ -4,13 +4,13 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
+#include "common/flags/flags_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -75,11 +75,11 @@ TEST_F(LaunchFlagsTest, WorkerFlagsGoToEveryWorker) {
 }
 
 TEST_F(LaunchFlagsTest, WorkerFlagsFromTheEnvironmentArePassedToo) {
-  ::setenv("TERN_BATCH_SIZE", "16", 1);
-  ::setenv("TERN_WORKERS", "4", 1);
-  Parse({"--steps=5"});
-  ::unsetenv("TERN_BATCH_SIZE");
-  ::unsetenv("TERN_WORKERS");
+  {
+    const flags::ScopedEnv batch_size("TERN_BATCH_SIZE", "16");
+    const flags::ScopedEnv workers("TERN_WORKERS", "4");
+    Parse({"--steps=5"});
+  }
   EXPECT_EQ(options_.workers, 4u);
   EXPECT_THAT(options_.worker_args,
               ElementsAre("--batch_size=16", "--steps=5"));
@@ -91,9 +91,10 @@ TEST_F(LaunchFlagsTest, EnumWorkerFlagsPassByName) {
   Parse({"--codec=onebit", "--steps=5"});
   EXPECT_THAT(options_.worker_args,
               ElementsAre("--steps=5", "--codec=onebit"));
-  ::setenv("TERN_CODEC", "qsgd", 1);
-  Parse({});
-  ::unsetenv("TERN_CODEC");
+  {
+    const flags::ScopedEnv codec("TERN_CODEC", "qsgd");
+    Parse({});
+  }
   EXPECT_THAT(options_.worker_args, ElementsAre("--codec=qsgd"));
 }
 
@@ -239,9 +240,10 @@ TEST_F(LaunchFlagsTest, GeoModeIsParsedOnceIntoTheEnum) {
     EXPECT_THAT(options_.given_flags, ElementsAre("geo"));
     EXPECT_THAT(options_.worker_args, IsEmpty());
   }
-  ::setenv("TERN_GEO", "gaia", 1);
-  Parse({"--datacenters=3"});
-  ::unsetenv("TERN_GEO");
+  {
+    const flags::ScopedEnv geo("TERN_GEO", "gaia");
+    Parse({"--datacenters=3"});
+  }
   EXPECT_EQ(options_.geo.mode, GeoMode::kGaia);
   EXPECT_TRUE(ValidateLaunchOptions(options_, /*is_root=*/false).ok());
   const LaunchOptions resolved = ResolveLaunchOptions(options_);

@@ -1,8 +1,8 @@
 #include "common/net/tls_flags.h"
 
-#include <cstdlib>
 #include <string>
 
+#include "common/flags/flags_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -39,10 +39,11 @@ TEST(TlsFlagsTest, NoFlagsIsPlaintext) {
 }
 
 TEST(TlsFlagsTest, FlagsAndTheirEnvironmentVariablesFillTheFiles) {
-  setenv("TERN_TLS_CA", "/env/ca.pem", 1);
   Parsed parsed;
-  parsed.Parse("--tls_cert=/a.pem --tls_key=/a.key");
-  unsetenv("TERN_TLS_CA");
+  {
+    const flags::ScopedEnv ca("TERN_TLS_CA", "/env/ca.pem");
+    parsed.Parse("--tls_cert=/a.pem --tls_key=/a.key");
+  }
   EXPECT_EQ(parsed.files.cert, "/a.pem");
   EXPECT_EQ(parsed.files.key, "/a.key");
   EXPECT_EQ(parsed.files.ca, "/env/ca.pem");
