@@ -2,11 +2,13 @@
 // served raw, gRPC's ByteBuffer in and out, so that a step's answer is
 // serialized once. Every worker's answer to a shard's step is the same
 // PushReply (one shared_ptr); the first call to finish writes it as the
-// bytes of a tern.v1.PushPullResponse (server/push_reply_bytes.h) into a
-// grpc::Slice, and every call's response refers to that slice (slices count
-// their references). Before, each answer copied the reply into a message
-// and gRPC serialized each message again (issue 20, item 3). An LPS, whose
-// answers differ by worker, writes each one once.
+// bytes of a tern.v1.PushPullResponse (server/push_reply_bytes.h): the
+// framing into one grpc::Slice, while each large chunk's data stays where
+// the reply holds it, in a slice that keeps the reply alive. Every call's
+// response refers to those slices (slices count their references). Before,
+// each answer copied the reply into a message and gRPC serialized each
+// message again; then one copy of the reply was written for all (issue 20,
+// item 3). An LPS, whose answers differ by worker, writes each one once.
 //
 // A push that is taken sends the response's initial metadata at once,
 // before the step's answer: the worker's sign that this shard has it
@@ -22,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -64,7 +67,7 @@ class PushPullCall {
 
  private:
   // The bytes of `answer`, written by the first call that needs them.
-  grpc::Slice BytesOf(const PushAnswer& answer);
+  std::vector<grpc::Slice> SlicesOf(const PushAnswer& answer);
 
   const Admit admit_;
   const Handle handle_;
@@ -75,7 +78,7 @@ class PushPullCall {
   // The last answer written and its bytes. A weak_ptr, so that the reply
   // is freed with its step and a later reply at its address never matches.
   std::weak_ptr<const PushReply> written_for_ ABSL_GUARDED_BY(mu_);
-  grpc::Slice written_ ABSL_GUARDED_BY(mu_);
+  std::vector<grpc::Slice> written_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tern::server

@@ -59,7 +59,7 @@ PushReplyBytes::PushReplyBytes(const PushReply& reply)
     Chunk& sized = chunks_[i];
     core::PayloadHeaderToWire(chunk.payload, &sized.header);
     const size_t data = chunk.payload.data.size();
-    // ByteSizeLong also caches the header's sizes for WriteTo.
+    // ByteSizeLong also caches the header's sizes for SplitAt.
     sized.payload_size = sized.header.ByteSizeLong() +
                          (data == 0 ? 0 : LengthDelimitedSize(data));
     // PushToWire always sets the payload, so it is written even if empty.
@@ -70,30 +70,46 @@ PushReplyBytes::PushReplyBytes(const PushReply& reply)
   size_ += VarintFieldSize(reply.param_checksum);
 }
 
-void PushReplyBytes::WriteTo(uint8_t* out) const {
-  uint8_t* const start = out;
-  out = WriteVarintField(Response::kStepFieldNumber, reply_.step, out);
+uint8_t* PushReplyBytes::WriteChunkHead(size_t i, uint8_t* out) const {
+  const ChunkPayload& chunk = reply_.chunks[i];
+  const Chunk& sized = chunks_[i];
+  out = WriteLengthPrefix(Response::kChunksFieldNumber, sized.chunk_size, out);
+  out = WriteVarintField(WireChunk::kChunkKeyFieldNumber, chunk.chunk_key, out);
+  out = WriteLengthPrefix(WireChunk::kPayloadFieldNumber, sized.payload_size,
+                          out);
+  out = sized.header.SerializeWithCachedSizesToArray(out);
+  const std::string& data = chunk.payload.data;
+  if (data.empty()) return out;
+  return WriteLengthPrefix(WirePayload::kDataFieldNumber, data.size(), out);
+}
+
+PushReplyBytes::Split PushReplyBytes::SplitAt(size_t borrow_from) const {
+  if (borrow_from == 0) std::abort();  // a caller's bug: see the header
+  Split split;
+  size_t borrowed_bytes = 0;
+  for (const ChunkPayload& chunk : reply_.chunks) {
+    const size_t data = chunk.payload.data.size();
+    if (data >= borrow_from) borrowed_bytes += data;
+  }
+  split.framing.resize(size_ - borrowed_bytes);
+  uint8_t* const start = reinterpret_cast<uint8_t*>(split.framing.data());
+  uint8_t* out =
+      WriteVarintField(Response::kStepFieldNumber, reply_.step, start);
   for (size_t i = 0; i < chunks_.size(); ++i) {
-    const ChunkPayload& chunk = reply_.chunks[i];
-    const Chunk& sized = chunks_[i];
-    out =
-        WriteLengthPrefix(Response::kChunksFieldNumber, sized.chunk_size, out);
-    out =
-        WriteVarintField(WireChunk::kChunkKeyFieldNumber, chunk.chunk_key, out);
-    out = WriteLengthPrefix(WireChunk::kPayloadFieldNumber, sized.payload_size,
-                            out);
-    out = sized.header.SerializeWithCachedSizesToArray(out);
-    const std::string& data = chunk.payload.data;
-    if (!data.empty()) {
-      out = WriteLengthPrefix(WirePayload::kDataFieldNumber, data.size(), out);
-      std::memcpy(out, data.data(), data.size());
-      out += data.size();
+    out = WriteChunkHead(i, out);
+    const std::string& data = reply_.chunks[i].payload.data;
+    if (data.size() >= borrow_from) {
+      split.borrowed.push_back({static_cast<size_t>(out - start), &data});
+      continue;
     }
+    std::memcpy(out, data.data(), data.size());
+    out += data.size();
   }
   out = WriteVarintField(Response::kParamChecksumFieldNumber,
                          reply_.param_checksum, out);
   // A size that disagrees with what was written is a bug here, not input.
-  if (static_cast<size_t>(out - start) != size_) std::abort();
+  if (static_cast<size_t>(out - start) != split.framing.size()) std::abort();
+  return split;
 }
 
 }  // namespace tern::server

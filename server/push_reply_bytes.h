@@ -1,8 +1,9 @@
 // A PushReply as the bytes of a serialized tern.v1.PushPullResponse,
-// written straight from the reply: each chunk's data is copied once, into
-// the answer, instead of into a message (PushToWire) and again out of it
-// (gRPC's serialization). The services write a step's answer once and
-// every worker's call sends those bytes (server/push_pull_call.h).
+// written straight from the reply, instead of into a message (PushToWire)
+// and again out of it (gRPC's serialization). Split() writes every byte but
+// the large chunks' data, which the answer's gRPC slices then borrow from
+// the reply itself (server/push_pull_call.h): a step's answer is framed
+// once, and every worker's call sends the reply's own bytes.
 //
 // Why by hand: protobuf 3.21 serializes a bytes field only from a string
 // its message owns, and the shard's reply is shared, read-only, by every
@@ -17,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "server/messages.h"
@@ -30,10 +32,26 @@ class PushReplyBytes {
   explicit PushReplyBytes(const PushReply& reply);
 
   size_t size() const { return size_; }
-  // Writes exactly size() bytes at `out`.
-  void WriteTo(uint8_t* out) const;
+
+  // The size() bytes, but with the data of every chunk of at least
+  // `borrow_from` bytes left out of `framing`: each such data belongs at
+  // `at` in it (in order, `at` never decreasing), and `data` points into
+  // the reply. SplitAt(SIZE_MAX).framing is all of the bytes.
+  struct Borrowed {
+    size_t at = 0;
+    const std::string* data = nullptr;
+  };
+  struct Split {
+    std::string framing;
+    std::vector<Borrowed> borrowed;
+  };
+  // `borrow_from` must be at least 1: empty data is written, not borrowed.
+  Split SplitAt(size_t borrow_from) const;
 
  private:
+  // The bytes of chunk `i` before its data (or, without data, all of them).
+  uint8_t* WriteChunkHead(size_t i, uint8_t* out) const;
+
   struct Chunk {
     tern::v1::Payload header;  // every field but the data
     size_t payload_size = 0;   // of the whole tern.v1.Payload

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -19,8 +20,26 @@ std::string ViaMessage(const PushReply& reply) {
 
 std::string Written(const PushReply& reply) {
   const PushReplyBytes writer(reply);
-  std::string bytes(writer.size(), '\xee');
-  writer.WriteTo(reinterpret_cast<uint8_t*>(bytes.data()));
+  PushReplyBytes::Split split = writer.SplitAt(SIZE_MAX);
+  EXPECT_TRUE(split.borrowed.empty());
+  EXPECT_EQ(split.framing.size(), writer.size());
+  return std::move(split.framing);
+}
+
+// SplitAt's framing with each borrowed data put back where it belongs.
+std::string Reassembled(const PushReply& reply, size_t borrow_from) {
+  const PushReplyBytes::Split split =
+      PushReplyBytes(reply).SplitAt(borrow_from);
+  std::string bytes;
+  size_t from = 0;
+  for (const PushReplyBytes::Borrowed& borrowed : split.borrowed) {
+    EXPECT_GE(borrowed.at, from);
+    EXPECT_GE(borrowed.data->size(), borrow_from);
+    bytes.append(split.framing, from, borrowed.at - from);
+    bytes.append(*borrowed.data);
+    from = borrowed.at;
+  }
+  bytes.append(split.framing, from);
   return bytes;
 }
 
@@ -67,6 +86,12 @@ TEST(PushReplyBytesTest, EqualsTheSerializedMessage) {
     const std::string got = Written(replies[i]);
     EXPECT_EQ(got.size(), want.size()) << "reply " << i;
     EXPECT_TRUE(got == want) << "reply " << i << " differs";
+    // Split anywhere from all data borrowed to none, the same bytes.
+    for (size_t borrow_from :
+         {size_t{1}, size_t{8}, size_t{200}, size_t{1} << 22}) {
+      EXPECT_TRUE(Reassembled(replies[i], borrow_from) == want)
+          << "reply " << i << " split at " << borrow_from << " differs";
+    }
     // And a worker reads it back as the reply.
     tern::v1::PushPullResponse parsed;
     ASSERT_TRUE(parsed.ParseFromString(got)) << "reply " << i;
@@ -83,6 +108,19 @@ TEST(PushReplyBytesTest, EqualsTheSerializedMessage) {
                 replies[i].chunks[c].payload.scalers);
     }
   }
+}
+
+TEST(PushReplyBytesTest, SplitBorrowsTheReplysOwnData) {
+  PushReply reply;
+  reply.step = 3;
+  reply.chunks.push_back({0, Fp32(64)});
+  reply.chunks.push_back({1, TernarySum()});  // 4 bytes: written
+  reply.chunks.push_back({2, Fp32(4096)});
+  const PushReplyBytes::Split split = PushReplyBytes(reply).SplitAt(64);
+  ASSERT_EQ(split.borrowed.size(), 2u);
+  EXPECT_EQ(split.borrowed[0].data, &reply.chunks[0].payload.data);
+  EXPECT_EQ(split.borrowed[1].data, &reply.chunks[2].payload.data);
+  EXPECT_EQ(split.framing.size(), PushReplyBytes(reply).size() - 64 - 4096);
 }
 
 }  // namespace
