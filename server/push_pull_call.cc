@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "core/message_slices.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/push_reply_bytes.h"
 #include "server/wire.h"
@@ -83,52 +84,13 @@ grpc::ServerUnaryReactor* PushPullCall::Serve(
   return reactor;
 }
 
-namespace {
-
-// Chunk data below this is copied into the framing: a slice of its own
-// costs an allocation and reference counting, more than copying a few KiB.
-constexpr size_t kBorrowBytes = 16 * 1024;
-
-// A slice that owns `bytes`.
-grpc::Slice OwningSlice(std::string bytes) {
-  auto* owned = new std::string(std::move(bytes));
-  return grpc::Slice(
-      owned->data(), owned->size(),
-      [](void* p) { delete static_cast<std::string*>(p); }, owned);
-}
-
-// A slice of `data`, which `answer` holds; the slice keeps `answer` alive.
-grpc::Slice BorrowedSlice(const PushAnswer& answer, const std::string& data) {
-  auto* keep = new PushAnswer(answer);
-  // The const_cast is the API's: gRPC only reads a slice it sends.
-  return grpc::Slice(
-      const_cast<char*>(data.data()), data.size(),
-      [](void* p) { delete static_cast<PushAnswer*>(p); }, keep);
-}
-
-// The answer's bytes: the framing cut where each borrowed data goes.
-std::vector<grpc::Slice> AnswerSlices(const PushAnswer& answer) {
-  PushReplyBytes::Split split = PushReplyBytes(*answer).SplitAt(kBorrowBytes);
-  const size_t framing_size = split.framing.size();
-  const grpc::Slice framing = OwningSlice(std::move(split.framing));
-  std::vector<grpc::Slice> slices;
-  size_t from = 0;
-  for (const PushReplyBytes::Borrowed& borrowed : split.borrowed) {
-    if (borrowed.at > from) slices.push_back(framing.sub(from, borrowed.at));
-    slices.push_back(BorrowedSlice(answer, *borrowed.data));
-    from = borrowed.at;
-  }
-  if (framing_size > from) slices.push_back(framing.sub(from, framing_size));
-  return slices;
-}
-
-}  // namespace
-
 std::vector<grpc::Slice> PushPullCall::SlicesOf(const PushAnswer& answer) {
   absl::MutexLock lock(&mu_);
   // Held until the next answer: one step's pull of this shard.
   if (written_for_.lock() != answer) {
-    written_ = AnswerSlices(answer);
+    // The slices borrow the reply's data and keep the reply alive.
+    written_ = core::MessageSlices(
+        PushReplyBytes(*answer).SplitAt(core::kBorrowBytes), answer);
     written_for_ = answer;
   }
   return written_;

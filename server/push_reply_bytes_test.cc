@@ -20,7 +20,7 @@ std::string ViaMessage(const PushReply& reply) {
 
 std::string Written(const PushReply& reply) {
   const PushReplyBytes writer(reply);
-  PushReplyBytes::Split split = writer.SplitAt(SIZE_MAX);
+  core::ChunkedMessageBytes::Split split = writer.SplitAt(SIZE_MAX);
   EXPECT_TRUE(split.borrowed.empty());
   EXPECT_EQ(split.framing.size(), writer.size());
   return std::move(split.framing);
@@ -28,11 +28,11 @@ std::string Written(const PushReply& reply) {
 
 // SplitAt's framing with each borrowed data put back where it belongs.
 std::string Reassembled(const PushReply& reply, size_t borrow_from) {
-  const PushReplyBytes::Split split =
+  const core::ChunkedMessageBytes::Split split =
       PushReplyBytes(reply).SplitAt(borrow_from);
   std::string bytes;
   size_t from = 0;
-  for (const PushReplyBytes::Borrowed& borrowed : split.borrowed) {
+  for (const core::ChunkedMessageBytes::Borrowed& borrowed : split.borrowed) {
     EXPECT_GE(borrowed.at, from);
     EXPECT_GE(borrowed.data->size(), borrow_from);
     bytes.append(split.framing, from, borrowed.at - from);
@@ -116,11 +116,18 @@ TEST(PushReplyBytesTest, SplitBorrowsTheReplysOwnData) {
   reply.chunks.push_back({0, Fp32(64)});
   reply.chunks.push_back({1, TernarySum()});  // 4 bytes: written
   reply.chunks.push_back({2, Fp32(4096)});
-  const PushReplyBytes::Split split = PushReplyBytes(reply).SplitAt(64);
+  const core::ChunkedMessageBytes::Split split =
+      PushReplyBytes(reply).SplitAt(64);
   ASSERT_EQ(split.borrowed.size(), 2u);
   EXPECT_EQ(split.borrowed[0].data, &reply.chunks[0].payload.data);
   EXPECT_EQ(split.borrowed[1].data, &reply.chunks[2].payload.data);
   EXPECT_EQ(split.framing.size(), PushReplyBytes(reply).size() - 64 - 4096);
+}
+
+// The writer names every field of the answer; one added to the .proto must
+// be added to it (push_reply_bytes.cc) before this passes again.
+TEST(PushReplyBytesTest, WritesEveryFieldTheMessageHas) {
+  EXPECT_EQ(tern::v1::PushPullResponse::descriptor()->field_count(), 3);
 }
 
 }  // namespace

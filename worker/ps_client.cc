@@ -12,6 +12,7 @@
 #include "common/net/backoff.h"
 #include "common/net/channel.h"
 #include "grpcpp/completion_queue.h"
+#include "worker/push_request_bytes.h"
 
 namespace tern::worker {
 namespace {
@@ -31,6 +32,8 @@ using tern::v1::ShareScalersResponse;
 constexpr absl::Duration kCompletionGrace = absl::Seconds(5);
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
+// The method PushStub calls: ParameterServer's PushPull.
+const char* const kPushPullMethod = "/tern.v1.ParameterServer/PushPull";
 
 template <typename Response>
 struct Call;
@@ -95,12 +98,11 @@ std::vector<std::unique_ptr<Call<Response>>> MakeCalls(
   return calls;
 }
 
-// Starts `call` on `queue` with `deadline`; `pipelined` also asks for the
-// shard's initial metadata, the sign that it has the request.
+// Starts `call` to `shard` on `queue` with `deadline`; `pipelined` also
+// asks for the shard's initial metadata, the sign that it has the request.
 template <typename Response, typename Request, typename Start>
-void StartCall(PsClient::Stub* stub, const Request& request,
-               absl::Time deadline, bool pipelined,
-               grpc::CompletionQueue* queue, Start& start,
+void StartCall(uint32_t shard, const Request& request, absl::Time deadline,
+               bool pipelined, grpc::CompletionQueue* queue, Start& start,
                Call<Response>* call) {
   call->started = true;
   call->context.set_deadline(absl::ToChronoTime(deadline));
@@ -108,7 +110,7 @@ void StartCall(PsClient::Stub* stub, const Request& request,
   // being re-established) instead of failing at once; the deadline bounds
   // the wait.
   call->context.set_wait_for_ready(true);
-  call->reader = start(stub, &call->context, request, queue);
+  call->reader = start(shard, &call->context, request, queue);
   if (pipelined) call->reader->ReadInitialMetadata(&call->on_received);
   call->reader->Finish(&call->response, &call->status, &call->on_done);
 }
@@ -213,8 +215,7 @@ AttemptTimes TimesOfAttempt(const PsClientOptions& options,
 // each once the shard of the one before has its request; then awaits them
 // (AwaitCalls), handing those open at times.warn_at to `warn`.
 template <typename Request, typename Response, typename Start>
-void RunCalls(const std::vector<std::unique_ptr<PsClient::Stub>>& stubs,
-              const std::vector<ShardRequest<Request>>& requests,
+void RunCalls(const std::vector<ShardRequest<Request>>& requests,
               const AttemptTimes& times, bool pipelined,
               const std::function<void(const std::vector<size_t>&)>& warn,
               Start& start, grpc::CompletionQueue* queue,
@@ -224,8 +225,8 @@ void RunCalls(const std::vector<std::unique_ptr<PsClient::Stub>>& stubs,
     if (started == calls->size()) return;
     Call<Response>* call = (*calls)[started++].get();
     const ShardRequest<Request>& request = requests[call->index];
-    StartCall(stubs[request.shard].get(), request.request, times.deadline,
-              pipelined, queue, start, call);
+    StartCall(request.shard, request.request, times.deadline, pipelined,
+              queue, start, call);
   };
   start_next();
   while (!pipelined && started < calls->size()) start_next();
@@ -328,6 +329,7 @@ PsClient::PsClient(std::vector<std::string> names,
       logger_(std::move(logger)) {
   for (const auto& channel : channels_) {
     stubs_.push_back(tern::v1::ParameterServer::NewStub(channel));
+    push_stubs_.push_back(std::make_unique<PushStub>(channel));
   }
 }
 
@@ -373,7 +375,7 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
         TimesOfAttempt(options_, backoff.has_value() ? &*backoff : nullptr);
     std::vector<std::unique_ptr<Call<Response>>> calls =
         MakeCalls<Response>(todo);
-    RunCalls(stubs_, requests, times, order == PushOrder::kInTurn, warn, start,
+    RunCalls(requests, times, order == PushOrder::kInTurn, warn, start,
              &queue, &calls);
     absl::StatusOr<Retries> retries =
         TakeAnswers(method, names_, requests, retry, &calls, &responses);
@@ -442,9 +444,9 @@ absl::StatusOr<std::vector<JoinResponse>> PsClient::Join(
   }
   return FanOut<JoinRequest, JoinResponse>(
       "Join", std::move(requests), options_.join_timeout, PushOrder::kTogether,
-      [](Stub* stub, grpc::ClientContext* context, const JoinRequest& req,
-         grpc::CompletionQueue* queue) {
-        return stub->AsyncJoin(context, req, queue);
+      [this](uint32_t shard, grpc::ClientContext* context,
+             const JoinRequest& req, grpc::CompletionQueue* queue) {
+        return stubs_[shard]->AsyncJoin(context, req, queue);
       });
 }
 
@@ -453,20 +455,32 @@ absl::StatusOr<std::vector<ShareScalersResponse>> PsClient::ShareScalers(
   return FanOut<ShareScalersRequest, ShareScalersResponse>(
       "ShareScalers", std::move(requests), /*join_budget=*/std::nullopt,
       PushOrder::kTogether,
-      [](Stub* stub, grpc::ClientContext* context,
-         const ShareScalersRequest& req, grpc::CompletionQueue* queue) {
-        return stub->AsyncShareScalers(context, req, queue);
+      [this](uint32_t shard, grpc::ClientContext* context,
+             const ShareScalersRequest& req, grpc::CompletionQueue* queue) {
+        return stubs_[shard]->AsyncShareScalers(context, req, queue);
       });
 }
 
 absl::StatusOr<std::vector<PushPullResponse>> PsClient::PushPull(
     std::vector<ShardRequest<PushPullRequest>> requests) {
-  return FanOut<PushPullRequest, PushPullResponse>(
-      "PushPull", std::move(requests), /*join_budget=*/std::nullopt,
+  // Each push is written once, its data sent from where the encoder left
+  // it (worker/push_request_bytes.h); a retry sends the same bytes.
+  std::vector<ShardRequest<SerializedPush>> pushes(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    pushes[i].shard = requests[i].shard;
+    pushes[i].request.worker = requests[i].request.worker_id();
+    pushes[i].request.bytes =
+        PushRequestBuffer(std::move(requests[i].request));
+  }
+  return FanOut<SerializedPush, PushPullResponse>(
+      "PushPull", std::move(pushes), /*join_budget=*/std::nullopt,
       options_.push_order,
-      [](Stub* stub, grpc::ClientContext* context, const PushPullRequest& req,
-         grpc::CompletionQueue* queue) {
-        return stub->AsyncPushPull(context, req, queue);
+      [this](uint32_t shard, grpc::ClientContext* context,
+             const SerializedPush& push, grpc::CompletionQueue* queue) {
+        auto reader = push_stubs_[shard]->PrepareUnaryCall(
+            context, kPushPullMethod, push.bytes, queue);
+        reader->StartCall();
+        return reader;
       });
 }
 
@@ -479,9 +493,10 @@ absl::Status PsClient::CheckParams(const CheckParamsRequest& request) {
   return FanOut<CheckParamsRequest, CheckParamsResponse>(
              "CheckParams", std::move(requests), /*join_budget=*/std::nullopt,
              PushOrder::kTogether,
-             [](Stub* stub, grpc::ClientContext* context,
-                const CheckParamsRequest& req, grpc::CompletionQueue* queue) {
-               return stub->AsyncCheckParams(context, req, queue);
+             [this](uint32_t shard, grpc::ClientContext* context,
+                    const CheckParamsRequest& req,
+                    grpc::CompletionQueue* queue) {
+               return stubs_[shard]->AsyncCheckParams(context, req, queue);
              })
       .status();
 }

@@ -30,6 +30,8 @@
 #include "common/net/credentials.h"
 #include "common/partitioner.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "tern/v1/parameter_server.grpc.pb.h"
 
 namespace tern::worker {
@@ -132,7 +134,19 @@ class PsClient {
   absl::Status CheckParams(const tern::v1::CheckParamsRequest& request);
 
  private:
-  // Starts every request with `start` (stub, context, request, queue) ->
+  // A push as the bytes PushPull sends (worker/push_request_bytes.h).
+  struct SerializedPush {
+    uint32_t worker = 0;
+    grpc::ByteBuffer bytes;
+    uint32_t worker_id() const { return worker; }
+  };
+  // PushPull's calls: the request as those bytes, the answer parsed as
+  // the message (the generated stub would serialize the request itself,
+  // copying every byte of its data).
+  using PushStub = grpc::TemplatedGenericStub<grpc::ByteBuffer,
+                                              tern::v1::PushPullResponse>;
+
+  // Starts every request with `start` (shard, context, request, queue) ->
   // reader, all in parallel (or in the `order` push_order says), each with
   // the deadline rpc_timeout (UNAVAILABLE is retried within it by the
   // channel). With a `join_budget`, the shards whose answer is UNAVAILABLE
@@ -170,6 +184,7 @@ class PsClient {
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<Stub>> stubs_;
+  std::vector<std::unique_ptr<PushStub>> push_stubs_;  // one per shard
   PsClientOptions options_;
   Logger logger_;
 };
