@@ -5,10 +5,14 @@
 //   rpc_bench serve --listen 127.0.0.1:0 --port_file F [--max_message_mb M]
 //       an echo server: answers every request with its chunks, unchanged;
 //   rpc_bench run --ps HOST:PORT --echo HOST:PORT [--model lenet]
-//       [--rounds 5] [--calls 10] [--warmup 5]
+//       [--rounds 5] [--calls 10] [--warmup 5] [--in_place]
 //       one worker (worker::GradientExchange, as tern.torch and tern worker
 //       step) against a 1-worker shard, and the echo client over the same
 //       model's gradient bytes, in alternating rounds of --calls calls each.
+//       --in_place keeps the gradients in the exchange's own buffers
+//       (GradientExchange::GradientBuffer, as tern.torch and tern worker
+//       keep them), so that its step copies nothing in or out; the echo
+//       still copies into its request and out of its answer.
 //
 // A push-pull call is a whole exchange step: fp32 encode, the PushPull RPC,
 // decode into the gradients. An echo call copies the gradients into a
@@ -191,7 +195,20 @@ absl::Status Time(int calls, Call&& call, std::vector<double>* out) {
 struct RunOptions {
   std::string ps, echo, model = "lenet";
   int rounds = 5, calls = 10, warmup = 5;
+  bool in_place = false;
 };
+
+// Moves every gradient into the exchange's buffer for it (same values).
+void UseExchangeBuffers(worker::GradientExchange& exchange,
+                        ModelBuffers& buffers) {
+  for (size_t t = 0; t < buffers.gradients.size(); ++t) {
+    const absl::Span<float> slot =
+        exchange.GradientBuffer(static_cast<uint32_t>(t));
+    std::copy(buffers.gradients[t].begin(), buffers.gradients[t].end(),
+              slot.begin());
+    buffers.gradient_pointers[t] = slot.data();
+  }
+}
 
 void Report(const RunOptions& o, size_t bytes, std::vector<double> push_pull,
             std::vector<double> echo) {
@@ -200,8 +217,9 @@ void Report(const RunOptions& o, size_t bytes, std::vector<double> push_pull,
   const double mb = static_cast<double>(bytes) / 1e6;
   std::printf(
       "model %s: %.2f MB of fp32 per round trip, %d rounds of %d "
-      "calls each after %d warm-up calls\n",
-      o.model.c_str(), mb, o.rounds, o.calls, o.warmup);
+      "calls each after %d warm-up calls; gradients %s\n",
+      o.model.c_str(), mb, o.rounds, o.calls, o.warmup,
+      o.in_place ? "in the exchange's buffers" : "copied in and out");
   std::printf("%-22s %10s %10s %10s\n", "call", "median s", "p90 s", "MB/s");
   std::printf("%-22s %10.4f %10.4f %10.1f\n", "tern fp32 push-pull", p.median,
               p.p90, mb / p.median);
@@ -227,6 +245,7 @@ int Run(const RunOptions& o) {
   auto exchange = worker::GradientExchange::Create(*options, buffers->params,
                                                    MakeNullLogger());
   if (!exchange.ok()) return Fail(exchange.status());
+  if (o.in_place) UseExchangeBuffers(**exchange, *buffers);
   net::ChannelOptions channel;
   channel.max_message_bytes = static_cast<int>(2 * buffers->bytes + kMiB);
   v1::Echo::Stub stub(net::CreateChannel(o.echo, channel));
@@ -293,6 +312,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   run->add_option("--warmup", o.warmup, "untimed calls of each first")
       ->check(CLI::Range(0, 1000));
+  run->add_flag("--in_place", o.in_place,
+                "keep the gradients in the exchange's own buffers (as "
+                "tern worker and tern.torch do): no copy in or out");
   CLI11_PARSE(app, argc, argv);
   if (serve->parsed()) return Serve(listen, port_file, max_message_mb);
   return Run(o);

@@ -176,6 +176,18 @@ opt.step()
 for p, b, g in zip(model.parameters(), before, grads):
     assert torch.equal(p.grad, g), "the pulled gradient differs"
     assert torch.allclose(p.detach(), b - 0.1 * g), "SGD did not step"
+# The gradients now live in the exchange's memory: zeroed in place, added
+# into by backward and exchanged there; replaced ones are taken in again.
+for set_to_none in (False, True, False):
+    opt.zero_grad(set_to_none=set_to_none)
+    model(torch.randn(4, 6)).square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    held = [p.grad.data_ptr() for p in model.parameters()]
+    opt.step()
+    for p, g, h in zip(model.parameters(), grads, held):
+        assert torch.equal(p.grad, g), "an in-place gradient differs"
+        assert set_to_none or p.grad.data_ptr() == h, "the gradient moved"
+print("gradients exchanged in place")
 # A transposed copy: the same shape, not contiguous.
 model[0].weight.grad = model[0].weight.grad.t().contiguous().t()
 try:

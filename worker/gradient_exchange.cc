@@ -275,6 +275,10 @@ absl::StatusOr<StepRecord> GradientExchange::Step(
   return record;
 }
 
+absl::Span<float> GradientExchange::GradientBuffer(uint32_t tensor) {
+  return state_->params->TensorGradients(tensor);
+}
+
 uint64_t GradientExchange::Checksum() const {
   return state_->params->Checksum();
 }

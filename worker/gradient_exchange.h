@@ -69,6 +69,11 @@ class GradientExchange {
   // Joins first if Join was not called. Errors name the step, which is
   // then not counted as exchanged.
   absl::StatusOr<StepRecord> Step(absl::Span<float* const> gradients);
+  // Memory of the exchange's own for the gradient of parameter `tensor`
+  // (as many floats as it has; valid as long as this lives). A gradient the
+  // caller keeps there (Python: p.grad viewing it) is encoded from and
+  // decoded into in place: Step copies nothing in or out for it.
+  absl::Span<float> GradientBuffer(uint32_t tensor);
   // The step the next Step exchanges (0 at first).
   uint64_t next_step() const;
 

@@ -57,6 +57,51 @@ absl::StatusOr<ParamBuffer> ParamBuffer::Create(
   return buffer;
 }
 
+ParamBuffer::~ParamBuffer() { Unbind(); }
+
+void ParamBuffer::Unbind() {
+  for (uint32_t t = 0; t < params_.size(); ++t) {
+    if (IsBound(params_[t].grad(), t)) {
+      params_[t].mutable_grad() = params_[t].grad().clone();
+    }
+  }
+}
+
+bool ParamBuffer::IsBound(const torch::Tensor& gradient,
+                          uint32_t tensor) const {
+  return device_.is_cpu() && gradient.defined() &&
+         gradient.scalar_type() == torch::kFloat32 &&
+         gradient.is_contiguous() &&
+         gradient.data_ptr() == gradients_.data() + tensor_offsets_[tensor];
+}
+
+absl::Status ParamBuffer::BindGradients() {
+  if (!device_.is_cpu()) {
+    return absl::FailedPreconditionError(
+        "gradients are bound to the flat buffer on the CPU only");
+  }
+  if (!hooks_.empty()) {
+    return absl::FailedPreconditionError(
+        "gradients cannot be bound while gradient hooks gather them");
+  }
+  for (uint32_t t = 0; t < params_.size(); ++t) {
+    torch::Tensor& param = params_[t];
+    // What the gradient held so far carries over.
+    GatherTensorGradient(t);
+    param.mutable_grad() =
+        HostGradients()
+            .narrow(0, static_cast<int64_t>(tensor_offsets_[t]),
+                    static_cast<int64_t>(tensor_elements_[t]))
+            .view(param.sizes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Span<float> ParamBuffer::TensorGradients(uint32_t tensor) {
+  return absl::MakeSpan(gradients_)
+      .subspan(tensor_offsets_[tensor], tensor_elements_[tensor]);
+}
+
 torch::Tensor ParamBuffer::HostGradients() {
   return torch::from_blob(gradients_.data(),
                           {static_cast<int64_t>(gradients_.size())},
@@ -110,6 +155,7 @@ void ParamBuffer::GatherTensorGradient(uint32_t tensor) {
 
 void ParamBuffer::GatherTensorGradient(uint32_t tensor,
                                        const torch::Tensor& gradient) {
+  if (IsBound(gradient, tensor)) return;  // already in place
   float* out = gradients_.data() + tensor_offsets_[tensor];
   const uint64_t n = tensor_elements_[tensor];
   if (!gradient.defined()) {
@@ -122,6 +168,9 @@ void ParamBuffer::GatherTensorGradient(uint32_t tensor,
 
 void ParamBuffer::AddGradientHooks(
     std::function<void(uint32_t, const torch::Tensor&)> hook) {
+  // A hook gathers the value autograd then adds into the gradient: were the
+  // gradient the buffer, the buffer would hold it twice.
+  Unbind();
   RemoveGradientHooks();
   for (uint32_t t = 0; t < params_.size(); ++t) {
     hooks_.push_back(params_[t].register_hook(
@@ -155,8 +204,9 @@ void ParamBuffer::ScatterParameters(absl::Span<const float> values) {
 }
 
 void ParamBuffer::ScatterGradients() {
-  for (size_t t = 0; t < params_.size(); ++t) {
+  for (uint32_t t = 0; t < params_.size(); ++t) {
     torch::Tensor& param = params_[t];
+    if (IsBound(param.grad(), t)) continue;  // the buffer is the gradient
     if (!param.grad().defined() || !param.grad().is_contiguous()) {
       param.mutable_grad() = torch::zeros_like(param);
     }

@@ -35,6 +35,9 @@ class ParamBuffer {
 
   ParamBuffer(ParamBuffer&&) = default;
   ParamBuffer& operator=(ParamBuffer&&) = default;
+  // A parameter whose gradient still views the flat buffer (BindGradients)
+  // gets a copy of its own, so that the module may outlive this.
+  ~ParamBuffer();
 
   const tern::v1::ParamSpec& spec() const { return spec_; }
   // ParamSpecHash(spec()) (worker/fingerprint.h).
@@ -50,7 +53,10 @@ class ParamBuffer {
   const torch::Device& device() const { return device_; }
 
   // Copies every parameter's gradient into the flat buffer; a parameter
-  // without a gradient (unused in the forward pass) contributes zeros.
+  // without a gradient (unused in the forward pass) contributes zeros. A
+  // gradient that already is its part of the flat buffer (BindGradients,
+  // or a caller's gradient at TensorGradients) is not copied, here or in
+  // ScatterGradients.
   void GatherGradients();
   // The same for tensor `tensor` alone, from its parameter's gradient or
   // from `gradient`, the value a gradient hook was given (CPU only). Each
@@ -67,13 +73,25 @@ class ParamBuffer {
   void RemoveGradientHooks();
   // Gathers the gradients into the flat device buffer and returns it
   // (total_elements() floats on device(); on the CPU a second buffer,
-  // for tests of the GPU path); the host buffer is not touched. CopyChunkToHost then brings one chunk of it to the
-  // host buffer (for chunks a GPU does not encode, such as fp32 ones).
+  // for tests of the GPU path); the host buffer is not touched. CopyChunkToHost
+  // then brings one chunk of it to the host buffer (for chunks a GPU does not
+  // encode, such as fp32 ones).
   const float* GatherDeviceGradients();
   void CopyChunkToHost(const Chunk& chunk);
   // Writes the flat buffer into every parameter's gradient, allocating the
   // gradient where it is undefined.
   void ScatterGradients();
+  // Makes every parameter's gradient a view of its part of the flat buffer
+  // (zeros), so that backward accumulates into the buffer and Gather- and
+  // ScatterGradients copy nothing, as PyTorch DDP's gradient_as_bucket_view
+  // does. It lasts while the gradient stays that view: zero_grad() keeps it
+  // (it zeroes in place); a gradient set to undefined or replaced is copied
+  // again. CPU only (FAILED_PRECONDITION otherwise), and not with gradient
+  // hooks (AddGradientHooks unbinds), whose values are gathered before
+  // autograd adds them into the gradient.
+  absl::Status BindGradients();
+  // Tensor `tensor`'s part of the flat buffer: where its gradient is bound.
+  absl::Span<float> TensorGradients(uint32_t tensor);
 
   // Copies every parameter into `out` (total_elements() values, flat, as
   // the gradients), and back: the WeightGrad worker sends its initial
@@ -107,6 +125,10 @@ class ParamBuffer {
   uint64_t spec_hash_ = 0;
   // A CPU tensor viewing gradients_.
   torch::Tensor HostGradients();
+  // Whether `gradient` is tensor `tensor`'s part of gradients_ (bound).
+  bool IsBound(const torch::Tensor& gradient, uint32_t tensor) const;
+  // Gives every bound gradient a copy of its own.
+  void Unbind();
 
   torch::Device device_ = torch::kCPU;
   std::vector<float> gradients_;

@@ -86,6 +86,98 @@ TEST(ParamBufferTest, GatherThenScatterRoundTripsEveryGradient) {
 // --overlap's premise: a hook per parameter, called once per backward, the
 // last layer first, with the value that ends up in grad(); none for a
 // parameter backward does not reach, and none once removed.
+// The flat gradients two backward passes leave in `net` (without binding).
+std::vector<float> TwoBackwardsFlat(TwoLayerNet& net, const torch::Tensor& x) {
+  net.forward(x).pow(2).sum().backward();
+  net.forward(x).sum().backward();
+  auto buffer = ParamBuffer::Create(net);
+  EXPECT_TRUE(buffer.ok());
+  buffer->GatherGradients();
+  return std::vector<float>(buffer->gradients().begin(),
+                            buffer->gradients().end());
+}
+
+TEST(ParamBufferTest, BoundGradientsAreTheFlatBuffer) {
+  torch::manual_seed(3);
+  TwoLayerNet reference;
+  TwoLayerNet net;
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < net.parameters().size(); ++i) {
+      net.parameters()[i].copy_(reference.parameters()[i]);
+    }
+  }
+  const torch::Tensor x = torch::randn({6, 3});
+  const std::vector<float> want = TwoBackwardsFlat(reference, x);
+
+  auto buffer = ParamBuffer::Create(net);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(buffer->BindGradients().ok());
+  for (uint32_t t = 0; t < 5; ++t) {
+    EXPECT_EQ(net.parameters()[t].grad().data_ptr<float>(),
+              buffer->TensorGradients(t).data());
+  }
+  // Backward accumulates into the buffer itself, bit for bit as into
+  // gradients of their own; Gather copies nothing over it.
+  net.forward(x).pow(2).sum().backward();
+  net.forward(x).sum().backward();
+  buffer->GatherGradients();
+  const absl::Span<float> flat = buffer->gradients();
+  ASSERT_EQ(flat.size(), want.size());
+  for (size_t i = 0; i < flat.size(); ++i) EXPECT_EQ(flat[i], want[i]) << i;
+
+  // What is decoded into the buffer is the gradient; Scatter keeps it.
+  for (size_t i = 0; i < flat.size(); ++i) flat[i] = 0.25f * i;
+  buffer->ScatterGradients();
+  EXPECT_EQ(ToVector(net.fc1->bias.grad())[1],
+            0.25f * (5 + 12 + 1));  // unused, fc1.weight, then fc1.bias[1]
+
+  // zero_grad() zeroes in place: still bound.
+  net.zero_grad();
+  EXPECT_EQ(net.fc2->bias.grad().data_ptr<float>(),
+            buffer->TensorGradients(4).data());
+  for (const float v : flat) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(ParamBufferTest, AReplacedGradientIsCopiedAgain) {
+  TwoLayerNet net;
+  auto buffer = ParamBuffer::Create(net);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(buffer->BindGradients().ok());
+  net.fc2->bias.mutable_grad() = torch::full({2}, 7.0f);
+  buffer->GatherGradients();
+  EXPECT_EQ(buffer->TensorGradients(4)[1], 7.0f);
+  buffer->TensorGradients(4)[1] = -1.0f;
+  buffer->ScatterGradients();
+  EXPECT_EQ(ToVector(net.fc2->bias.grad())[1], -1.0f);
+}
+
+TEST(ParamBufferTest, TheModuleKeepsItsGradientsAfterTheBuffer) {
+  TwoLayerNet net;
+  {
+    auto buffer = ParamBuffer::Create(net);
+    ASSERT_TRUE(buffer.ok());
+    ASSERT_TRUE(buffer->BindGradients().ok());
+    buffer->TensorGradients(1)[0] = 2.5f;
+  }
+  // The buffer is gone; the gradient is a copy of what it held.
+  EXPECT_EQ(ToVector(net.fc1->weight.grad())[0], 2.5f);
+  net.forward(torch::ones({1, 3})).sum().backward();  // no use after free
+  EXPECT_TRUE(net.fc1->weight.grad().defined());
+}
+
+TEST(ParamBufferTest, HooksUnbindTheGradients) {
+  TwoLayerNet net;
+  auto buffer = ParamBuffer::Create(net);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(buffer->BindGradients().ok());
+  buffer->AddGradientHooks([](uint32_t, const torch::Tensor&) {});
+  EXPECT_NE(net.fc1->weight.grad().data_ptr<float>(),
+            buffer->TensorGradients(1).data());
+  EXPECT_FALSE(buffer->BindGradients().ok());
+  buffer->RemoveGradientHooks();
+}
+
 TEST(ParamBufferTest, GradientHooksSeeEachGradientLastLayerFirst) {
   TwoLayerNet net;
   auto buffer = ParamBuffer::Create(net);

@@ -176,6 +176,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   TERN_RETURN_IF_ERROR(
       CheckModelFitsData(*model, loss, data.train, TargetsName(options)));
   TERN_ASSIGN_OR_RETURN(ParamBuffer params, ParamBuffer::Create(*model));
+  // Backward then writes the flat buffer the codecs read and the pulls
+  // decode into, without a copy each way. --overlap gathers each
+  // gradient from its hook instead.
+  if (device.is_cpu() && !options.overlap) {
+    TERN_RETURN_IF_ERROR(params.BindGradients());
+  }
   // The run's codec (DESIGN sections 5 and 6), as the shards build it from
   // the join.
   TERN_ASSIGN_OR_RETURN(const kernels::CodecOptions codec_options,

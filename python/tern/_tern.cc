@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
 #include "common/logging.h"
+#include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
 #include "worker/gradient_exchange.h"
@@ -134,6 +135,22 @@ class Exchange {
     return out;
   }
 
+  // The exchange's own memory for parameter `tensor`'s gradient, as a
+  // float32 array viewing it (the def keeps this Exchange alive with it).
+  // A gradient kept there is exchanged in place, without copies.
+  py::array_t<float> GradientBuffer(size_t tensor) {
+    if (tensor >= elements_.size()) {
+      throw py::index_error(absl::StrCat("parameter ", tensor, " of ",
+                                         elements_.size()));
+    }
+    const absl::Span<float> buffer =
+        exchange_->GradientBuffer(static_cast<uint32_t>(tensor));
+    // A base that frees nothing: without one, pybind11 would copy.
+    const py::capsule borrowed(buffer.data(), [](void*) {});
+    return py::array_t<float>({static_cast<py::ssize_t>(buffer.size())},
+                              buffer.data(), borrowed);
+  }
+
   std::string Checksum() const { return FormatChecksum(exchange_->Checksum()); }
 
   std::string CheckParams() {
@@ -213,6 +230,8 @@ PYBIND11_MODULE(_tern, m) {
            py::arg("args"), py::arg("params"))
       .def("join", &Exchange::Join, py::arg("broadcast_start") = false)
       .def("step", &Exchange::Step, py::arg("gradients"))
+      .def("gradient_buffer", &Exchange::GradientBuffer, py::arg("tensor"),
+           py::keep_alive<0, 1>())
       .def("checksum", &Exchange::Checksum)
       .def("check_params", &Exchange::CheckParams)
       .def_property_readonly("joined", &Exchange::joined)

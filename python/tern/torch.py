@@ -88,6 +88,8 @@ class Worker:
         self._exchange = _tern.Exchange(self._args, views)
         self._params = params
         self._pointers = [p.data_ptr() for _, p in params]
+        self._buffers = [torch.from_numpy(self._exchange.gradient_buffer(t))
+                         for t in range(len(params))]
 
     def _ready(self):
         if self._exchange is None:
@@ -116,12 +118,30 @@ class Worker:
         """Replaces every parameter's .grad by the workers' average."""
         exchange = self._ready()
         grads = []
-        for name, p in self._params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            _check_tensor(p.grad, f"the gradient of '{name}'")
-            grads.append(p.grad.detach().numpy())
+        for t, (name, p) in enumerate(self._params):
+            if p.grad is not None:
+                _check_tensor(p.grad, f"the gradient of '{name}'")
+            grads.append(self._bound_grad(exchange, t, p).numpy())
         return exchange.step(grads)
+
+    def _bound_grad(self, exchange, t, p):
+        """p.grad, kept in the exchange's own memory for it.
+
+        The exchange then encodes it and decodes the average into it in
+        place; backward adds into it there while zero_grad() zeroes it in
+        place (set_to_none=False, PyTorch 1.13's default). A gradient
+        that was replaced (set_to_none=True, an assignment) is copied in
+        once more.
+        """
+        buffer = self._buffers[t]
+        if p.grad is None or p.grad.data_ptr() != buffer.data_ptr():
+            with torch.no_grad():
+                if p.grad is None:
+                    buffer.zero_()
+                else:
+                    buffer.copy_(p.grad.reshape(-1))
+                p.grad = buffer.view_as(p)
+        return p.grad.detach()
 
     def checksum(self):
         """The parameters' checksum, "0x" + 16 hex digits, as tern logs it."""
