@@ -13,31 +13,25 @@ namespace tern::worker {
 using tern::v1::PushPullRequest;
 
 grpc::ByteBuffer PushRequestBuffer(PushPullRequest request) {
-  // What the slices hold on to: the message without its data, and the data.
-  struct Owned {
-    PushPullRequest headers;
-    std::vector<std::string> data;
-  };
-  auto owned = std::make_shared<Owned>();
-  owned->data.resize(request.chunks_size());
+  // The data moves out of the message into what the slices hold on to;
+  // the message, left with its header fields, is framed and dropped.
+  auto data = std::make_shared<std::vector<std::string>>(request.chunks_size());
   for (int i = 0; i < request.chunks_size(); ++i) {
-    owned->data[i] = std::move(
+    (*data)[i] = std::move(
         *request.mutable_chunks(i)->mutable_payload()->mutable_data());
   }
-  owned->headers = std::move(request);
-  const PushPullRequest& headers = owned->headers;
   std::vector<core::ChunkedMessageBytes::Chunk> chunks;
-  for (int i = 0; i < headers.chunks_size(); ++i) {
-    chunks.push_back({headers.chunks(i).chunk_key(),
-                      &headers.chunks(i).payload(), &owned->data[i]});
+  for (int i = 0; i < request.chunks_size(); ++i) {
+    chunks.push_back({request.chunks(i).chunk_key(),
+                      &request.chunks(i).payload(), &(*data)[i]});
   }
   const core::ChunkedMessageBytes bytes(
-      {{PushPullRequest::kWorkerIdFieldNumber, headers.worker_id()},
-       {PushPullRequest::kStepFieldNumber, headers.step()}},
+      {{PushPullRequest::kWorkerIdFieldNumber, request.worker_id()},
+       {PushPullRequest::kStepFieldNumber, request.step()}},
       PushPullRequest::kChunksFieldNumber, std::move(chunks),
-      {{PushPullRequest::kFp32WeightsFieldNumber, headers.fp32_weights()}});
+      {{PushPullRequest::kFp32WeightsFieldNumber, request.fp32_weights()}});
   const std::vector<grpc::Slice> slices =
-      core::MessageSlices(bytes.SplitAt(core::kBorrowBytes), owned);
+      core::MessageSlices(bytes.SplitAt(core::kBorrowBytes), data);
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 

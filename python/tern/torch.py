@@ -121,10 +121,10 @@ class Worker:
         for t, (name, p) in enumerate(self._params):
             if p.grad is not None:
                 _check_tensor(p.grad, f"the gradient of '{name}'")
-            grads.append(self._bound_grad(exchange, t, p).numpy())
+            grads.append(self._bound_grad(t, p).numpy())
         return exchange.step(grads)
 
-    def _bound_grad(self, exchange, t, p):
+    def _bound_grad(self, t, p):
         """p.grad, kept in the exchange's own memory for it.
 
         The exchange then encodes it and decodes the average into it in
