@@ -211,6 +211,31 @@ stop_hosts() {
   done
 }
 
+# Ends the link samplers (--trace) of every worker host and waits for them,
+# so that a trace ends before the counters after the run are read: a shard
+# still sends a packet or two (FINs, ACKs) once its workers are done, and
+# the trace must not count bytes the counters do not.
+tracer_pids() {
+  local h pid
+  for ((h = 0; h < workers; h++)); do
+    for pid in $(ip netns pids "${prefix}dc$h" 2>/dev/null || true); do
+      if grep -qa link_trace.py "/proc/$pid/cmdline" 2>/dev/null; then
+        echo "$pid"
+      fi
+    done
+  done
+}
+stop_tracers() {
+  local pids
+  pids="$(tracer_pids)"
+  # shellcheck disable=SC2086  # one pid a word
+  [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
+  for _ in $(seq 50); do
+    [[ -z "$(tracer_pids)" ]] && return 0
+    sleep 0.1
+  done
+}
+
 # One run: shards, then workers, in their namespaces; counters around it.
 run_one() {  # rate placement codec
   local dir="$out/$1/$2/$3" s h n list pids=() rc=0
@@ -244,6 +269,7 @@ run_one() {  # rate placement codec
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  [[ -z "$trace" ]] || stop_tracers
   read_counters >"$dir/counters-after.txt"
   stop_hosts
   wait || true  # the shards' tern-wan exec
