@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "kernels/payload_checks.h"
 
@@ -30,6 +34,29 @@ absl::Status CheckMagnitude(absl::string_view what, float value) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       what, " is ", value, ", beyond ", kMaxMagnitude, " ", kTooLarge));
+}
+
+size_t FirstBeyondMagnitude(absl::Span<const float> values) {
+  const float* v = values.data();
+  const size_t n = values.size();
+  size_t i = 0;
+#if defined(__SSE2__)
+  // |x| > bound, or unordered (NaN): cmpnle is true for both.
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  const __m128 bound = _mm_set1_ps(kMaxMagnitude);
+  auto beyond = [&](size_t at) {
+    return _mm_cmpnle_ps(_mm_and_ps(_mm_loadu_ps(v + at), abs_mask), bound);
+  };
+  for (; i + 16 <= n; i += 16) {
+    const __m128 any = _mm_or_ps(_mm_or_ps(beyond(i), beyond(i + 4)),
+                                 _mm_or_ps(beyond(i + 8), beyond(i + 12)));
+    if (_mm_movemask_ps(any) != 0) break;  // the scalar loop finds which
+  }
+#endif
+  for (; i < n; ++i) {
+    if (!WithinMagnitude(v[i])) return i;
+  }
+  return n;
 }
 
 absl::Status ValidatePayload(const kernels::Payload& payload,
@@ -95,12 +122,9 @@ absl::Status DecodeFinite(const kernels::Codec& codec,
   if (absl::Status status = codec.Decode(payload, out); !status.ok()) {
     return absl::InvalidArgumentError(status.message());
   }
-  for (size_t j = 0; j < out.size(); ++j) {
-    if (!WithinMagnitude(out[j])) {
-      return CheckMagnitude(absl::StrCat("element ", j), out[j]);
-    }
-  }
-  return absl::OkStatus();
+  const size_t j = FirstBeyondMagnitude(out);
+  if (j == out.size()) return absl::OkStatus();
+  return CheckMagnitude(absl::StrCat("element ", j), out[j]);
 }
 
 }  // namespace tern::core

@@ -155,6 +155,33 @@ TEST(MagnitudeTest, TheBoundIsInclusiveAndRefusesNanAndInf) {
               HasSubstr("element 3 is inf (NaN/Inf gradients are refused"));
 }
 
+// The scan runs 16 values at a time and then one by one: every bad kind at
+// every position of lengths around those blocks (and a bad value after an
+// earlier one) gives the index the plain loop gives.
+TEST(MagnitudeTest, FirstBeyondMagnitudeFindsTheFirstAtEveryPosition) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float bads[] = {std::nextafter(kMaxMagnitude, kInf), -kInf, kInf,
+                        std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::quiet_NaN()};
+  for (const size_t n : {0, 1, 15, 16, 17, 31, 32, 33, 100}) {
+    std::vector<float> values(n, -1e30f);
+    for (size_t i = 0; i < n; i += 2) values[i] = 1e30f;
+    EXPECT_EQ(FirstBeyondMagnitude(values), n) << n;
+    for (size_t at = 0; at < n; ++at) {
+      for (const float bad : bads) {
+        std::vector<float> broken = values;
+        broken[at] = bad;
+        if (at + 3 < n) broken[at + 3] = kInf;  // a later one is not reported
+        EXPECT_EQ(FirstBeyondMagnitude(broken), at) << n << " " << bad;
+      }
+    }
+  }
+  // Unaligned: a span starting one float into a vector.
+  std::vector<float> shifted(40, 0.5f);
+  shifted[20] = kInf;
+  EXPECT_EQ(FirstBeyondMagnitude(absl::MakeSpan(shifted).subspan(1)), 19u);
+}
+
 TEST(DecodeFiniteTest, RefusesValuesBeyondTheMagnitudeRule) {
   const auto fp32 = Codec(CodecId::kFp32);
   std::vector<float> out(3);
