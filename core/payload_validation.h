@@ -55,8 +55,8 @@ absl::Status CheckMagnitude(absl::string_view what, float value);
 
 // The index of the first value that is not WithinMagnitude, or
 // values.size() when every one is. Scans 16 values per step with SSE2 on
-// x86-64 (a branch per value held the shard's fp32 decode at a quarter of
-// the copy's speed, bench/README.md); the answer is the same either way.
+// x86-64 (a branch per value took as long as the fp32 decode's copy before
+// it, bench/README.md); the answer is the same either way.
 size_t FirstBeyondMagnitude(absl::Span<const float> values);
 
 struct PayloadExpectation {
