@@ -48,17 +48,14 @@ absl::StatusOr<std::vector<float>> GradientSynchronizer::DecodeAnswerChunk(
       return invalid(status.message());
     }
   }
-  for (size_t i = 0; i < values.size(); ++i) {
+  if (const size_t i = core::FirstBeyondMagnitude(values); i < values.size()) {
     if (!std::isfinite(values[i])) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "answer to round %d, chunk %d has %g at element %d", waiting.round,
           chunk.key, values[i], i));
     }
-    if (absl::Status status =
-            core::CheckMagnitude(absl::StrCat("element ", i), values[i]);
-        !status.ok()) {
-      return invalid(status.message());
-    }
+    return invalid(
+        core::CheckMagnitude(absl::StrCat("element ", i), values[i]).message());
   }
   // And what ApplyAnswer would make of W_last and W (in double: no
   // overflow), so that nothing changes unless all of it stays within 1e30.

@@ -141,7 +141,7 @@ class PsClient {
     uint32_t worker_id() const { return worker; }
   };
   // PushPull's calls: the request as those bytes, the answer parsed as
-  // the message (the client protoc generates would serialize the request
+  // the message (protoc's generated client would serialize the request
   // itself, copying every byte of its data).
   using PushStub = grpc::TemplatedGenericStub<grpc::ByteBuffer,
                                               tern::v1::PushPullResponse>;
