@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker/max_pool.h"
 
 namespace tern::worker {
 namespace {
@@ -44,8 +45,8 @@ class LeNet : public Model {
   std::string description() const override { return "model lenet"; }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = F::max_pool2d(torch::relu(conv1_(x)), F::MaxPool2dFuncOptions(2));
-    x = F::max_pool2d(torch::relu(conv2_(x)), F::MaxPool2dFuncOptions(2));
+    x = MaxPool2x2(torch::relu(conv1_(x)));
+    x = MaxPool2x2(torch::relu(conv2_(x)));
     x = torch::relu(fc3_(x.flatten(1)));
     return logits_(x);
   }

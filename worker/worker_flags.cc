@@ -170,7 +170,9 @@ void AddModelAndDataFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "steps", &o->steps, "training steps")
       ->check(CLI::Range(uint64_t{1}, kU64Max))
       ->group("Model and data");
-  Flag(app, "threads", &o->threads, "libtorch intra-op threads")
+  Flag(app, "threads", &o->threads,
+       "threads for the model's arithmetic: libtorch's intra-op pool and, "
+       "when libblas is OpenBLAS, OpenBLAS's pool")
       ->check(CLI::Range(1u, 1024u))
       ->group("Model and data");
   Flag(app, "device", &o->device,

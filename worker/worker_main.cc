@@ -10,6 +10,7 @@
 #include "torch/torch.h"
 #include "worker/client_options.h"
 #include "worker/datasets.h"
+#include "worker/math_threads.h"
 #include "worker/models.h"
 #include "worker/ps_client.h"
 #include "worker/step_metrics.h"
@@ -25,8 +26,8 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   TERN_ASSIGN_OR_RETURN(const spdlog::level::level_enum level,
                         ParseLogLevel(options.log_level));
   logger->set_level(level);
-  // libtorch's intra-op pool is per process; the flag sets it once here.
-  torch::set_num_threads(static_cast<int>(options.threads));
+  // The thread pools are per process; the flag sets them once here.
+  SetMathThreads(options.threads);
 
   TERN_ASSIGN_OR_RETURN(
       TrainTest data,

@@ -78,7 +78,7 @@ struct WorkerOptions {
   std::string data_dir;                  // default per dataset
   uint32_t batch_size = 64;              // per worker
   uint64_t steps = 1000;
-  uint32_t threads = 1;                  // libtorch intra-op threads
+  uint32_t threads = 1;                  // libtorch and OpenBLAS threads
   // Where the model trains: "cpu", "cuda" or "cuda:N". On a GPU the
   // TernGrad statistics and quantization run there too (worker/
   // device_encoder.h), so only packed bytes cross to the host.
