@@ -138,10 +138,11 @@ PY
 # OUT/tls and every link is mutual TLS: the run trains to identical replicas,
 # and while its shard serves (the workers take seconds to join) a client
 # with a worker's certificate is answered, a plaintext one or one without a
-# certificate is not.
+# certificate is not. Enough steps that the shard outlives the checks (a
+# few seconds) however fast the workers train.
 OUT_TLS="$TMP/tls-run"
 "$TERN" launch --tls --shards 1 --workers 2 --dataset synthetic --model lenet \
-  --steps 12 --eval_every 0 --batch_size 8 --out_dir "$OUT_TLS" \
+  --steps 300 --eval_every 0 --batch_size 8 --out_dir "$OUT_TLS" \
   >"$TMP/tls.txt" 2>"$TMP/tls.err" &
 tls_pid=$!
 deadline=$((SECONDS + 60))
@@ -201,7 +202,7 @@ with open(f"{out}/summary.json") as f:
     summary = json.load(f)
 if summary["status"] != "ok" or summary["checksums_agree"] is not True:
     sys.exit(f"FAIL: --tls summary {summary}")
-if summary["workers_finished"] != 2 or summary["steps"] != 12:
+if summary["workers_finished"] != 2 or summary["steps"] != 300:
     sys.exit(f"FAIL: --tls run did not finish: {summary}")
 tls = summary.get("tls")
 if not tls or tls.get("mutual") is not True or tls.get("certs_dir") != f"{out}/tls":
