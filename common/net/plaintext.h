@@ -10,14 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/net/address.h"  // IsLoopbackAddress
 #include "common/net/credentials.h"
 
 namespace tern::net {
-
-// Whether `address` ("host:port", "[v6]:port" or "unix:path") reaches only
-// this machine: a unix socket, localhost, 127.0.0.0/8 or ::1. A wildcard
-// (0.0.0.0, [::]), any other address or a name is not loopback.
-bool IsLoopbackAddress(absl::string_view address);
 
 // Whether a connection at `address` under `security` is plaintext beyond
 // loopback.

@@ -1,0 +1,93 @@
+#include "common/net/address.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace tern::net {
+namespace {
+
+// The 4 or 16 bytes of a numeric IP address; nullopt for a name.
+std::optional<std::string> IpBytes(const std::string& host) {
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    return std::string(reinterpret_cast<const char*>(&v6), sizeof(v6));
+  }
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return std::string(reinterpret_cast<const char*>(&v4), sizeof(v4));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::string_view HostOfAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:")) return address;
+  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(address, scheme)) address.remove_prefix(scheme.size());
+  }
+  if (absl::StartsWith(address, "[")) {
+    const size_t close = address.find(']');
+    return close == absl::string_view::npos ? address
+                                            : address.substr(1, close - 1);
+  }
+  const size_t colon = address.rfind(':');
+  return colon == absl::string_view::npos ? address : address.substr(0, colon);
+}
+
+bool IsLoopbackAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:")) return true;
+  const absl::string_view host = HostOfAddress(address);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::StatusOr<std::vector<std::string>> InterfaceAddresses() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    return absl::InternalError(
+        absl::StrCat("getifaddrs: ", std::strerror(errno)));
+  }
+  std::vector<std::string> addresses;
+  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr) continue;
+    const int family = entry->ifa_addr->sa_family;
+    const void* ip = nullptr;
+    if (family == AF_INET) {
+      ip = &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr;
+    } else if (family == AF_INET6) {
+      ip = &reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr;
+    } else {
+      continue;
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    if (inet_ntop(family, ip, text, sizeof(text)) != nullptr) {
+      addresses.emplace_back(text);
+    }
+  }
+  freeifaddrs(list);
+  return addresses;
+}
+
+bool IsOnThisHost(absl::string_view address,
+                  const std::vector<std::string>& interface_addresses) {
+  if (IsLoopbackAddress(address)) return true;
+  const std::optional<std::string> ip =
+      IpBytes(std::string(HostOfAddress(address)));
+  if (!ip.has_value()) return false;
+  for (const std::string& own : interface_addresses) {
+    if (IpBytes(own) == ip) return true;
+  }
+  return false;
+}
+
+}  // namespace tern::net
