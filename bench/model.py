@@ -94,7 +94,7 @@ def pull_at(codec, pull, workers, elements, new_workers):
     """The profiled pull of `workers` scaled to `new_workers`: only TernGrad
     sums grow with N; every other codec's pull is an average, N-free."""
     base = codec
-    for suffix in ("-overlap", "-inturn"):
+    for suffix in ("-overlap", "-inturn", "-locallast"):
         base = base.removesuffix(suffix)
     layout = SUM_LAYOUTS.get(base)
     if layout is None or not elements or new_workers == workers:

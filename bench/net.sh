@@ -24,7 +24,8 @@
 # warm-up and 30 timed steps, rates 0 (unshaped veths), 1000 and 100
 # mbit/s, both placements, codecs fp32 fp16 terngrad terngrad-base3 onebit
 # dropping (any codec row with "-overlap" appended runs it with
-# --overlap=true, with "-inturn" with --push_order=in_turn);
+# --overlap=true, with "-inturn" with --push_order=in_turn, with
+# "-locallast" with --push_order=local_last);
 # dedicated shards: --shards (default N); tbf's queue and
 # the namespaces' TCP congestion control: tern-wan's defaults (50 ms, the
 # host's) unless --queue_ms / --congestion say otherwise. Root only (network
@@ -102,7 +103,7 @@ for r in $rates; do
     die "--rates: '$r' is not 0 (unshaped) or an integer mbit/s up to 10000"
 done
 for c in $codecs; do
-  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap|-inturn)?$ ]] ||
+  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap|-inturn|-locallast)?$ ]] ||
     die "--codecs: unknown '$c'"
 done
 
@@ -129,7 +130,8 @@ addr_of_host() { echo "10.77.$1.2"; }
 
 # The flags of each codec row beyond --codec. A row named X-overlap runs
 # X with --overlap=true (each shard pushed while backward runs), X-inturn
-# with --push_order=in_turn (the shards pushed one after another).
+# with --push_order=in_turn (the shards pushed one after another),
+# X-locallast with --push_order=local_last (this host's shard pushed last).
 flags_of() {
   if [[ "$1" == *-overlap ]]; then
     echo "$(flags_of "${1%-overlap}") --overlap=true"
@@ -137,6 +139,10 @@ flags_of() {
   fi
   if [[ "$1" == *-inturn ]]; then
     echo "$(flags_of "${1%-inturn}") --push_order=in_turn"
+    return
+  fi
+  if [[ "$1" == *-locallast ]]; then
+    echo "$(flags_of "${1%-locallast}") --push_order=local_last"
     return
   fi
   case "$1" in

@@ -1,5 +1,7 @@
 #include "worker/client_options.h"
 
+#include <utility>
+
 #include "gtest/gtest.h"
 
 namespace tern::worker {
@@ -29,6 +31,17 @@ TEST(ClientOptionsForTest, WithoutTlsFilesTheClientSpeaksPlaintext) {
   EXPECT_EQ(client.security.kind, net::TransportSecurity::Kind::kInsecure);
   EXPECT_EQ(client.security.server_verifier, nullptr);
   EXPECT_EQ(client.push_order, PushOrder::kTogether);
+}
+
+TEST(ClientOptionsForTest, EveryPushOrderHasItsName) {
+  WorkerOptions options;
+  for (const auto& [name, order] :
+       {std::pair<const char*, PushOrder>{"together", PushOrder::kTogether},
+        {"in_turn", PushOrder::kInTurn},
+        {"local_last", PushOrder::kLocalLast}}) {
+    options.push_order = name;
+    EXPECT_EQ(ClientOptionsFor(options, 1 << 20).push_order, order) << name;
+  }
 }
 
 // Under TLS every mode checks whom it dials (the role is the verifier's:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
+#include "common/net/address.h"
 #include "common/net/backoff.h"
 #include "common/net/channel.h"
 #include "grpcpp/completion_queue.h"
@@ -38,7 +39,7 @@ const char* const kPushPullMethod = "/tern.v1.ParameterServer/PushPull";
 template <typename Response>
 struct Call;
 
-// A completion-queue tag: the end of a call, or (pipelined) the shard's
+// A completion-queue tag: the end of a call, or (ask_receipt) the shard's
 // initial metadata, which a shard sends once it has the request.
 template <typename Response>
 struct CallEvent {
@@ -55,8 +56,8 @@ struct Call {
   Response response;
   grpc::Status status;
   bool started = false;
-  // Whether the next call was started on this one's account (pipelined:
-  // once the shard has this request, or this call ended).
+  // Whether this call's first event (its receipt, or its end) has been
+  // handed to RunCalls, which may start more calls on it.
   bool released = false;
   bool done = false;
   CallEvent<Response> on_done{this, false};
@@ -98,11 +99,11 @@ std::vector<std::unique_ptr<Call<Response>>> MakeCalls(
   return calls;
 }
 
-// Starts `call` to `shard` on `queue` with `deadline`; `pipelined` also
+// Starts `call` to `shard` on `queue` with `deadline`; `ask_receipt` also
 // asks for the shard's initial metadata, the sign that it has the request.
 template <typename Response, typename Request, typename Start>
 void StartCall(uint32_t shard, const Request& request, absl::Time deadline,
-               bool pipelined, grpc::CompletionQueue* queue, Start& start,
+               bool ask_receipt, grpc::CompletionQueue* queue, Start& start,
                Call<Response>* call) {
   call->started = true;
   call->context.set_deadline(absl::ToChronoTime(deadline));
@@ -111,7 +112,7 @@ void StartCall(uint32_t shard, const Request& request, absl::Time deadline,
   // the wait.
   call->context.set_wait_for_ready(true);
   call->reader = start(shard, &call->context, request, queue);
-  if (pipelined) call->reader->ReadInitialMetadata(&call->on_received);
+  if (ask_receipt) call->reader->ReadInitialMetadata(&call->on_received);
   call->reader->Finish(&call->response, &call->status, &call->on_done);
 }
 
@@ -125,15 +126,15 @@ bool Mark(void* tag) {
 
 // Waits until every call completed or `wait_until`, then shuts `queue` down
 // and drains it, so that no completion refers to a call any more. Each call
-// that is received or ends starts the next with `start_next` (a no-op once
-// all are started). Calls still open at `wait_until` are cancelled and
+// that is received or ends is reported, once, to `on_received` (which may
+// start more calls). Calls still open at `wait_until` are cancelled and
 // answer DEADLINE_EXCEEDED. Calls still open at `warn_at` are handed to
 // `warn` once.
 template <typename Response>
 void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
                 absl::Time attempt_start, absl::Time warn_at,
                 const std::function<void(const std::vector<size_t>&)>& warn,
-                const std::function<void()>& start_next,
+                const std::function<void()>& on_received,
                 std::vector<std::unique_ptr<Call<Response>>>* calls) {
   size_t pending = calls->size();
   bool warned = false;
@@ -158,7 +159,7 @@ void AwaitCalls(grpc::CompletionQueue* queue, absl::Time wait_until,
     Call<Response>* call = static_cast<CallEvent<Response>*>(tag)->call;
     if (!call->released) {
       call->released = true;
-      start_next();
+      on_received();
     }
   }
   const bool late = pending > 0;
@@ -211,27 +212,67 @@ AttemptTimes TimesOfAttempt(const PsClientOptions& options,
   return times;
 }
 
-// Runs `calls` (MakeCalls) on `queue`: all started at once, or, `pipelined`,
-// each once the shard of the one before has its request; then awaits them
-// (AwaitCalls), handing those open at times.warn_at to `warn`.
+// How an attempt's calls start: how many at once, and what starts the rest.
+struct Waves {
+  size_t first = 0;          // calls started at once
+  bool in_turn = false;      // the rest one by one, each on a receipt
+  bool ask_receipt = false;  // whether the first calls report their receipt
+};
+
+// The Waves of `order` for `calls`. kLocalLast moves the calls to this
+// host's shards (`on_this_host`, by shard) to the end and starts them once
+// every other call has been received; with none of either kind every call
+// starts at once.
+template <typename Request, typename Response>
+Waves WavesOf(PushOrder order, const std::vector<bool>& on_this_host,
+              const std::vector<ShardRequest<Request>>& requests,
+              std::vector<std::unique_ptr<Call<Response>>>* calls) {
+  const size_t n = calls->size();
+  if (order == PushOrder::kInTurn) {
+    return Waves{std::min<size_t>(n, 1), true, true};
+  }
+  if (order != PushOrder::kLocalLast) return Waves{n, false, false};
+  const auto elsewhere = [&](const std::unique_ptr<Call<Response>>& call) {
+    const uint32_t shard = requests[call->index].shard;
+    return shard >= on_this_host.size() || !on_this_host[shard];
+  };
+  const size_t first = static_cast<size_t>(
+      std::stable_partition(calls->begin(), calls->end(), elsewhere) -
+      calls->begin());
+  if (first == 0 || first == n) return Waves{n, false, false};
+  return Waves{first, false, true};
+}
+
+// Runs `calls` (MakeCalls) on `queue` in the order `waves` gives (WavesOf),
+// then awaits them (AwaitCalls), handing those open at times.warn_at to
+// `warn`. A call is "received" once its shard's initial metadata came (or
+// it ended).
 template <typename Request, typename Response, typename Start>
 void RunCalls(const std::vector<ShardRequest<Request>>& requests,
-              const AttemptTimes& times, bool pipelined,
+              const AttemptTimes& times, const Waves& waves,
               const std::function<void(const std::vector<size_t>&)>& warn,
               Start& start, grpc::CompletionQueue* queue,
               std::vector<std::unique_ptr<Call<Response>>>* calls) {
   size_t started = 0;
-  const std::function<void()> start_next = [&] {
-    if (started == calls->size()) return;
+  const auto start_one = [&](bool ask_receipt) {
     Call<Response>* call = (*calls)[started++].get();
     const ShardRequest<Request>& request = requests[call->index];
-    StartCall(request.shard, request.request, times.deadline, pipelined,
+    StartCall(request.shard, request.request, times.deadline, ask_receipt,
               queue, start, call);
   };
-  start_next();
-  while (!pipelined && started < calls->size()) start_next();
+  while (started < waves.first) start_one(waves.ask_receipt);
+  size_t received = 0;
+  const std::function<void()> on_received = [&] {
+    ++received;
+    if (started == calls->size()) return;
+    if (waves.in_turn) {
+      start_one(true);
+    } else if (received == waves.first) {
+      while (started < calls->size()) start_one(false);
+    }
+  };
   AwaitCalls(queue, times.deadline + kCompletionGrace, times.start,
-             times.warn_at, warn, start_next, calls);
+             times.warn_at, warn, on_received, calls);
 }
 
 // The calls of one attempt that are to be tried again.
@@ -273,6 +314,7 @@ absl::StatusOr<Retries> TakeAnswers(
 
 PushOrder ParsePushOrder(const std::string& name) {
   if (name == "in_turn") return PushOrder::kInTurn;
+  if (name == "local_last") return PushOrder::kLocalLast;
   return PushOrder::kTogether;
 }
 
@@ -331,6 +373,32 @@ PsClient::PsClient(std::vector<std::string> names,
     stubs_.push_back(tern::v1::ParameterServer::NewStub(channel));
     push_stubs_.push_back(std::make_unique<PushStub>(channel));
   }
+  if (options_.push_order == PushOrder::kLocalLast) FindShardsOnThisHost();
+}
+
+void PsClient::FindShardsOnThisHost() {
+  std::function<bool(const std::string&)> here = options_.on_this_host;
+  if (!here) {
+    absl::StatusOr<std::vector<std::string>> interfaces =
+        net::InterfaceAddresses();
+    if (!interfaces.ok()) {
+      logger_->warn(
+          "--push_order=local_last: {}; only loopback shards count as this "
+          "host's",
+          std::string(interfaces.status().message()));
+      interfaces = std::vector<std::string>();
+    }
+    here = [interfaces = *std::move(interfaces)](const std::string& address) {
+      return net::IsOnThisHost(address, interfaces);
+    };
+  }
+  std::vector<uint32_t> local;
+  for (uint32_t shard = 0; shard < names_.size(); ++shard) {
+    on_this_host_.push_back(here(names_[shard]));
+    if (on_this_host_.back()) local.push_back(shard);
+  }
+  logger_->info("--push_order=local_last: shards on this host, pushed last: {}",
+                local.empty() ? "none" : absl::StrJoin(local, ", "));
 }
 
 template <typename Request, typename Response, typename Start>
@@ -375,8 +443,8 @@ absl::StatusOr<std::vector<Response>> PsClient::FanOut(
         TimesOfAttempt(options_, backoff.has_value() ? &*backoff : nullptr);
     std::vector<std::unique_ptr<Call<Response>>> calls =
         MakeCalls<Response>(todo);
-    RunCalls(requests, times, order == PushOrder::kInTurn, warn, start,
-             &queue, &calls);
+    const Waves waves = WavesOf(order, on_this_host_, requests, &calls);
+    RunCalls(requests, times, waves, warn, start, &queue, &calls);
     absl::StatusOr<Retries> retries =
         TakeAnswers(method, names_, requests, retry, &calls, &responses);
     if (!retries.ok()) return retries.status();

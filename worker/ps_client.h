@@ -18,6 +18,7 @@
 #define TERN_WORKER_PS_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,10 +41,15 @@ namespace tern::worker {
 // order, each once the previous shard has it (the shard's initial
 // metadata; a shard that sends none before its answer makes this one call
 // at a time), so that answers come down while later pushes go up.
-enum class PushOrder { kTogether, kInTurn };
+// kLocalLast: the requests to shards on other hosts at once, those to this
+// host's shards (PsClientOptions::on_this_host) once every other shard has
+// its request, so that this host's shards cannot answer (up this host's
+// link) while this worker's pushes still go up it; all at once when every
+// shard, or none, is on this host.
+enum class PushOrder { kTogether, kInTurn, kLocalLast };
 
-// The PushOrder a --push_order value names (a checked flag: together or
-// in_turn; anything else is kTogether).
+// The PushOrder a --push_order value names (a checked flag: together,
+// in_turn or local_last; anything else is kTogether).
 PushOrder ParsePushOrder(const std::string& name);
 
 struct PsClientOptions {
@@ -62,6 +68,10 @@ struct PsClientOptions {
   absl::Duration straggler_warn = absl::Seconds(10);
   // How PushPull sends its requests (--push_order).
   PushOrder push_order = PushOrder::kTogether;
+  // For kLocalLast: whether a shard's address is on this worker's host.
+  // Unset, Connect asks net::IsOnThisHost with this machine's interface
+  // addresses (a name other than localhost is another host); tests set it.
+  std::function<bool(const std::string& address)> on_this_host;
   // The largest message sent or received; see MessageBytesBound.
   int max_message_bytes = 4 << 20;
   // Plaintext or TLS (the worker's --tls_* files); Connect checks the
@@ -177,6 +187,10 @@ class PsClient {
   void WarnWaiting(const char* method, uint32_t worker_id,
                    const std::vector<uint32_t>& shards) const;
 
+  // Fills on_this_host_ (options_.on_this_host, or this machine's
+  // interface addresses) and logs which shards it found.
+  void FindShardsOnThisHost();
+
   // Whether shard `shard` went away (killed, restarting): UNAVAILABLE, or
   // DEADLINE_EXCEEDED while its channel is not connected.
   bool ShardLost(uint32_t shard, const absl::Status& status) const;
@@ -187,6 +201,8 @@ class PsClient {
   std::vector<std::unique_ptr<PushStub>> push_stubs_;  // one per shard
   PsClientOptions options_;
   Logger logger_;
+  // By shard: whether it is on this host (kLocalLast only; else empty).
+  std::vector<bool> on_this_host_;
 };
 
 }  // namespace tern::worker

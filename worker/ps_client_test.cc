@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -121,10 +123,12 @@ struct Cluster {
     for (auto& server : servers) server->Shutdown(absl::ZeroDuration());
   }
   std::unique_ptr<PsClient> Client(
-      absl::Duration rpc_timeout, PushOrder push_order = PushOrder::kTogether) {
+      absl::Duration rpc_timeout, PushOrder push_order = PushOrder::kTogether,
+      std::function<bool(const std::string&)> on_this_host = nullptr) {
     PsClientOptions options;
     options.rpc_timeout = rpc_timeout;
     options.push_order = push_order;
+    options.on_this_host = std::move(on_this_host);
     options.join_timeout = absl::Seconds(10);
     return *PsClient::Connect(addresses, options, MakeNullLogger());
   }
@@ -262,9 +266,88 @@ TEST(PsClientTest, PushesInTurnStartWhenThePreviousShardHasItsPush) {
   EXPECT_TRUE(client->ShareScalers({{0, {}}, {1, {}}, {2, {}}}).ok());
 }
 
+// Local last: the shards elsewhere (0 and 2) get their pushes at once; this
+// host's shard (1) only once both have theirs. These shards send their
+// initial metadata with the answer, so shard 1 is called after both
+// answered.
+TEST(PsClientTest, PushesToThisHostsShardStartOnceTheOthersHaveTheirs) {
+  Cluster cluster(3);
+  absl::Mutex mu;
+  std::vector<uint32_t> order;
+  int answered = 0;
+  int answered_before_local = -1;
+  absl::Notification shard2_called;
+  bool together = false;
+  for (auto& shard : cluster.shards) {
+    shard->push_pull = [&](const PushPullRequest& req, PushPullResponse* resp) {
+      const uint32_t key = req.chunks(0).chunk_key();
+      {
+        absl::MutexLock lock(&mu);
+        order.push_back(key);
+        if (key == 1) answered_before_local = answered;
+      }
+      if (key == 2) shard2_called.Notify();
+      // Shard 0 answers only once shard 2 has its push: both at once.
+      if (key == 0) {
+        together =
+            shard2_called.WaitForNotificationWithTimeout(absl::Seconds(5));
+      }
+      absl::MutexLock lock(&mu);
+      ++answered;
+      resp->set_step(req.step());
+      *resp->mutable_chunks() = req.chunks();
+      return grpc::Status::OK;
+    };
+  }
+  const std::string local = cluster.addresses[1];
+  auto client = cluster.Client(
+      absl::Seconds(5), PushOrder::kLocalLast,
+      [&](const std::string& address) { return address == local; });
+  const auto responses = client->PushPull(PushToAll(3, 6));
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  for (uint32_t s = 0; s < 3; ++s) {
+    EXPECT_EQ((*responses)[s].step(), 6u);
+    EXPECT_EQ((*responses)[s].chunks(0).chunk_key(), s);
+  }
+  EXPECT_TRUE(together);
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order.back(), 1u);
+  EXPECT_EQ(answered_before_local, 2);
+}
+
+// With every shard (or none) on this host there is nothing to hold back:
+// local last pushes to all at once, as together does.
+TEST(PsClientTest, LocalLastWithEveryShardHerePushesAtOnce) {
+  for (const bool here : {true, false}) {
+    Cluster cluster(3);
+    absl::Mutex mu;
+    int called = 0;
+    for (auto& shard : cluster.shards) {
+      shard->push_pull = [&](const PushPullRequest& req,
+                             PushPullResponse* resp) {
+        absl::MutexLock lock(&mu);
+        ++called;
+        // Each answers only once all three have been called.
+        const auto all_called = [&] { return called == 3; };
+        if (!mu.AwaitWithTimeout(absl::Condition(&all_called),
+                                 absl::Seconds(5))) {
+          return grpc::Status(grpc::StatusCode::INTERNAL, "not at once");
+        }
+        resp->set_step(req.step());
+        return grpc::Status::OK;
+      };
+    }
+    auto client = cluster.Client(absl::Seconds(10), PushOrder::kLocalLast,
+                                 [here](const std::string&) { return here; });
+    const auto responses = client->PushPull(PushToAll(3, 2));
+    EXPECT_TRUE(responses.ok()) << here << ": " << responses.status();
+  }
+}
+
 // Also in turn, where the silent shard holds the pushes after it back.
 TEST(PsClientTest, ASilentShardHitsTheDeadline) {
-  for (const PushOrder order : {PushOrder::kTogether, PushOrder::kInTurn}) {
+  for (const PushOrder order :
+       {PushOrder::kTogether, PushOrder::kInTurn, PushOrder::kLocalLast}) {
     Cluster cluster(2);
     absl::Notification release;
     cluster.shards[0]->push_pull = [&](const PushPullRequest&,

@@ -108,9 +108,15 @@ void AddExchangeFlags(CLI::App* app, WorkerOptions* o) {
        "taken its push (not answered it), so that answers come down while "
        "the next pushes go up: for shards on their own host (with a shard "
        "on every worker host every worker would push to shard 0's host "
-       "first: keep together there). The same bytes and parameters either "
-       "way")
-      ->check(CLI::IsMember({"together", "in_turn"}))
+       "first: keep together there). local_last: push to the shards on other "
+       "hosts at once and to this host's own shards (found from this "
+       "machine's interface addresses; a host name other than localhost "
+       "counts as another host) once the others have taken their pushes, so "
+       "that this host's shard does not answer up this host's link while "
+       "this worker still pushes up it: for a shard on every worker host "
+       "with fp32 or fp16 over a slow link. The same bytes and parameters "
+       "every way")
+      ->check(CLI::IsMember({"together", "in_turn", "local_last"}))
       ->group("Cluster");
   Flag(app, "rpc_timeout_s", &o->rpc_timeout_s,
        "deadline of every RPC to a shard, in seconds")
