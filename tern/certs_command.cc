@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/flags/flags.h"
+#include "common/net/address.h"
 #include "common/process/exit_codes.h"
 #include "tern/cluster_spec.h"
 
@@ -151,15 +152,6 @@ absl::StatusOr<std::vector<OutputFile>> MakeFiles(
   return files;
 }
 
-// "ps-0.tern:50051" -> "ps-0.tern"; "[::1]:50051" -> "::1".
-std::string HostOf(absl::string_view address) {
-  absl::string_view host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return std::string(host);
-}
-
 void AddCountFlags(CLI::App* app, CertsOptions* options) {
   CLI::Option* shards =
       flags::Flag(
@@ -221,7 +213,7 @@ void ApplyCertsClusterSpec(const v1::ClusterSpec& spec, CertsOptions* options) {
   if (!options->workers_given) options->workers = spec.num_workers();
   options->shard_hosts.clear();
   for (const std::string& address : spec.shards()) {
-    options->shard_hosts.push_back(HostOf(address));
+    options->shard_hosts.emplace_back(net::HostOfAddress(address));
   }
 }
 
