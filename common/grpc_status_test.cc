@@ -13,7 +13,7 @@ namespace {
 // undefined enum load this conversion avoids.)
 grpc::Status FromWire(int code, const std::string& message) {
   grpc::Status status(grpc::StatusCode::UNKNOWN, message);
-  std::memcpy(&status, &code, sizeof(code));
+  std::memcpy(static_cast<void*>(&status), &code, sizeof(code));
   return status;
 }
 

@@ -125,7 +125,7 @@ TEST(TlsFlagsTest, ServingRunIdIsEmptyOrAValidRunId) {
   EXPECT_EQ(run_id, "exp-3.a_b");
   EXPECT_TRUE(ValidateServingRunId(run_id).ok());
   EXPECT_TRUE(ValidateServingRunId("").ok());
-  for (const std::string bad : {std::string("a/b"), std::string(65, 'r')}) {
+  for (const std::string& bad : {std::string("a/b"), std::string(65, 'r')}) {
     const absl::Status status = ValidateServingRunId(bad);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(status.message()), HasSubstr("--run_id: '"));
