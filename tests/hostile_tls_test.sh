@@ -27,6 +27,7 @@ TMP=${TEST_TMPDIR:-$(mktemp -d)}
 PY=/usr/bin/python3
 STEPS=${HOSTILE_STEPS:-60}
 PIDS=()
+WORKERS=()  # the running workers, from start_workers to finish_workers
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -74,11 +75,12 @@ start_workers() {  # name steps ids... -> adds them to WORKERS
   done
 }
 
-finish_workers() {  # name: waits for both workers
+finish_workers() {  # name: waits for the started workers
   local name=$1
   for p in "${WORKERS[@]}"; do
     wait "$p" || fail "$name: a worker failed: $(tail -n 5 "$TMP/$name-"*.log)"
   done
+  WORKERS=()
 }
 
 final_checksums() {  # name -> the two workers' final checksums, a line each
@@ -101,7 +103,6 @@ identity() {  # dir name -> the flags of that identity
 
 # ------------------------------------------------ the run, unattacked ---
 start_shard plain
-WORKERS=()
 start_workers plain "$STEPS" 0 1
 finish_workers plain
 mapfile -t baseline < <(final_checksums plain)
@@ -118,7 +119,6 @@ grep -q "configured" "$TMP/attacked.log" && fail "an attacker's join configured 
 # Worker 1 joins only after the rotation below, so the run cannot get past
 # its start while the shard's files change, however fast this machine
 # steps (a fixed number of steps once ended before the rotation was seen).
-WORKERS=()
 start_workers attacked "$STEPS" 0
 attack PERMISSION_DENIED push $(identity "$TMP/tls" worker-1) --worker 0
 attack INVALID_ARGUMENT garbage_push $(identity "$TMP/tls" worker-1) --worker 1
