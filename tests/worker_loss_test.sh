@@ -16,7 +16,11 @@ set -euo pipefail
 
 TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
-STEPS=30
+# Enough steps that workers 0 and 1 are still training when the restarted
+# worker 2 is back (on this project's VMs it is back by step 30, its
+# process start taking as long as 15 to 20 of their steps): the test fails
+# if they finish first, since the shard's readmission would go untested.
+STEPS=100
 RANDOM=23  # the kill steps are drawn from this seed
 # fail, cleanup on exit, wait_for, records, final_checksum; `pids`
 # collects what to kill.
@@ -85,7 +89,8 @@ grep -q "worker 2 (dropped at step [0-9]*) joined again" "$TMP/shrink-ps.log" ||
 caught_up=$(grep -m1 -o "catching up on steps [0-9.]*" "$TMP/shrink-2-back.log") ||
   fail "shrink: worker 2's log does not say it caught up"
 back=$(grep -m1 -o "step [0-9]*: worker 2 is back" "$TMP/shrink-ps.log") ||
-  back="worker 2 came back after the last step (caught up to the end)"
+  fail "shrink: the shard's log does not say worker 2 is back: the others" \
+    "finished all $STEPS steps first (make STEPS larger)"
 echo "shrink: restarted worker 2 was $caught_up; $back"
 line=$(grep -m1 "worker 2 lost" "$TMP/shrink-ps.log") ||
   fail "shrink: the shard's log does not name the lost worker"
