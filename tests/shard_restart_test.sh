@@ -17,7 +17,10 @@ set -euo pipefail
 
 TERN=$(readlink -f "$1")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
-STEPS=12
+# Enough steps after the kill (at step 2 to 7) that the workers are still
+# training when the shard is killed and when it is back, however fast they
+# train: the kill comes about 0.1 s after worker 0 recorded its step.
+STEPS=40
 RANDOM=16  # the kill steps are drawn from this seed
 # fail, cleanup on exit, wait_for, records, final_checksum; `pids`
 # collects what to kill.
@@ -30,7 +33,7 @@ shard() {
     --num_workers 2 --barrier_timeout_s 60 --state_dir "$TMP/$1.state" \
     >>"$TMP/$1-ps.log" 2>&1 &
   SHARD=$!
-  pids+=($SHARD)
+  pids+=("$SHARD")
   wait_for 30 test -s "$TMP/$1.port" || fail "the shard of $1 wrote no port file"
   PORT=$(cat "$TMP/$1.port")
 }
@@ -66,7 +69,7 @@ for codec in terngrad onebit fp32; do
   kill "$SHARD"; wait "$SHARD" 2>/dev/null || true
   expected=$(final_checksum "$codec-ref" 0)
 
-  kill_at=$((2 + RANDOM % (STEPS - 6)))
+  kill_at=$((2 + RANDOM % 6))
   shard "$codec"
   workers "$codec" "$codec"
   wait_for 60 has_records "$TMP/$codec-0.jsonl" "$kill_at" ||
@@ -74,6 +77,8 @@ for codec in terngrad onebit fp32; do
   kill -9 "$SHARD"; wait "$SHARD" 2>/dev/null || true
   killed=$(records "$TMP/$codec-0.jsonl")
   killed_at=$SECONDS
+  ((killed < STEPS)) ||
+    fail "$codec: the run ended before the shard was killed (make STEPS larger)"
   shard "$codec" "127.0.0.1:$PORT"
   wait_for 60 has_records "$TMP/$codec-0.jsonl" $((killed + 1)) ||
     fail "$codec: training did not continue within 60 s of the restart"
@@ -96,6 +101,8 @@ shard lost
 workers lost fp32 --server_loss_timeout_s 3 --rpc_timeout_s 2
 wait_for 60 has_records "$TMP/lost-0.jsonl" 3 || fail "lost: no step recorded"
 kill -9 "$SHARD"; wait "$SHARD" 2>/dev/null || true
+(($(records "$TMP/lost-0.jsonl") < STEPS)) ||
+  fail "lost: the run ended before the shard was killed (make STEPS larger)"
 lost_at=$SECONDS
 for w in 0 1; do
   rc=0
