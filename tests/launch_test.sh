@@ -138,26 +138,33 @@ PY
 # OUT/tls and every link is mutual TLS: the run trains to identical replicas,
 # and while its shard serves (the workers take seconds to join) a client
 # with a worker's certificate is answered, a plaintext one or one without a
-# certificate is not. Enough steps that the shard outlives the checks (a
-# few seconds) however fast the workers train.
+# certificate is not. The workers are stopped (SIGSTOP) while the checks
+# run, so that the shard outlives them however fast the workers train; the
+# checks take a few seconds, well within the shard's 50 s barrier timeout.
 OUT_TLS="$TMP/tls-run"
+TLS_STEPS=60
 "$TERN" launch --tls --shards 1 --workers 2 --dataset synthetic --model lenet \
-  --steps 300 --eval_every 0 --batch_size 8 --out_dir "$OUT_TLS" \
+  --steps "$TLS_STEPS" --eval_every 0 --batch_size 8 --out_dir "$OUT_TLS" \
   >"$TMP/tls.txt" 2>"$TMP/tls.err" &
 tls_pid=$!
+# The launcher starts the workers once its shard has written its port.
+tls_workers_started() {
+  mapfile -t tls_workers < <(pgrep -P "$tls_pid" -f ' worker ')
+  [[ -s "$OUT_TLS/ps-0.port" && ${#tls_workers[@]} == 2 ]]
+}
 deadline=$((SECONDS + 60))
-until [[ -s "$OUT_TLS/ps-0.port" ]]; do
+until tls_workers_started; do
   kill -0 "$tls_pid" 2>/dev/null || break
-  [[ $SECONDS -lt $deadline ]] || { kill -TERM "$tls_pid"; fail "--tls: no ps-0.port"; }
+  [[ $SECONDS -lt $deadline ]] ||
+    { kill -TERM "$tls_pid"; fail "--tls: no ps-0.port and two workers in 60 s"; }
   sleep 0.05
 done
-if [[ -s "$OUT_TLS/ps-0.port" ]] && kill -0 "$tls_pid" 2>/dev/null; then
+if tls_workers_started && kill -STOP "${tls_workers[@]}"; then
   shard="127.0.0.1:$(cat "$OUT_TLS/ps-0.port")"
   as_worker=(--tls_cert "$OUT_TLS/tls/worker-0.pem"
              --tls_key "$OUT_TLS/tls/worker-0.key"
              --tls_ca "$OUT_TLS/tls/ca.pem")
-  # At once: each `tern health` takes a second or two to start and fail,
-  # and the shard serves only until the workers are done.
+  # At once: each `tern health` takes a second or two to start and fail.
   "$TERN" health "$shard" --timeout 10 "${as_worker[@]}" >"$TMP/h1" 2>&1 &
   h1=$!
   "$TERN" health "$shard" --timeout 2 >"$TMP/h2" 2>&1 &
@@ -165,17 +172,21 @@ if [[ -s "$OUT_TLS/ps-0.port" ]] && kill -0 "$tls_pid" 2>/dev/null; then
   "$TERN" health "$shard" --timeout 2 --tls_ca "$OUT_TLS/tls/ca.pem" \
     >"$TMP/h3" 2>&1 &
   h3=$!
-  wait "$h1" || { cat "$TMP/h1" >&2; fail "--tls: health with the worker's certificate failed"; }
-  if wait "$h2"; then fail "--tls: a plaintext client got an answer from the shard"; fi
-  if wait "$h3"; then
-    fail "--tls: a client without a certificate got an answer from the shard"
-  fi
-  # The shard still served: the refusals were TLS's, not a stopped shard's.
-  "$TERN" health "$shard" --timeout 10 "${as_worker[@]}" >"$TMP/h1" 2>&1 ||
-    { cat "$TMP/h1" >&2; fail "--tls: the shard stopped before the checks ended"; }
+  rc1=0 rc2=0 rc3=0
+  wait "$h1" || rc1=$?
+  wait "$h2" || rc2=$?
+  wait "$h3" || rc3=$?
+  # The shard still serves: the refusals were TLS's, not a stopped shard's.
+  rc4=0
+  "$TERN" health "$shard" --timeout 10 "${as_worker[@]}" >"$TMP/h4" 2>&1 || rc4=$?
+  kill -CONT "${tls_workers[@]}"
+  ((rc1 == 0)) || { cat "$TMP/h1" >&2; fail "--tls: health with the worker's certificate failed"; }
+  ((rc2 != 0)) || fail "--tls: a plaintext client got an answer from the shard"
+  ((rc3 != 0)) || fail "--tls: a client without a certificate got an answer from the shard"
+  ((rc4 == 0)) || { cat "$TMP/h4" >&2; fail "--tls: the shard stopped before the checks ended"; }
   echo "--tls: the shard answers a worker's certificate, refuses plaintext and no certificate"
 else
-  fail "--tls: the run ended before its shard could be asked"
+  fail "--tls: the run ended before its shard could be asked (its workers: ${tls_workers[*]:-none found})"
 fi
 rc=0
 wait "$tls_pid" || rc=$?
@@ -195,14 +206,14 @@ for f in ps-1.pem worker-2.pem global.pem lps-0.pem; do
   [[ ! -e "$OUT_TLS/tls/$f" ]] || fail "--tls: $f is not an identity of the run"
 done
 [[ $(stat -c %a "$OUT_TLS/tls/ps-0.key") == 600 ]] || fail "--tls: ps-0.key is not 0600"
-python3 - "$OUT_TLS" <<'PY'
+python3 - "$OUT_TLS" "$TLS_STEPS" <<'PY'
 import json, sys
-out = sys.argv[1]
+out, steps = sys.argv[1], int(sys.argv[2])
 with open(f"{out}/summary.json") as f:
     summary = json.load(f)
 if summary["status"] != "ok" or summary["checksums_agree"] is not True:
     sys.exit(f"FAIL: --tls summary {summary}")
-if summary["workers_finished"] != 2 or summary["steps"] != 300:
+if summary["workers_finished"] != 2 or summary["steps"] != steps:
     sys.exit(f"FAIL: --tls run did not finish: {summary}")
 tls = summary.get("tls")
 if not tls or tls.get("mutual") is not True or tls.get("certs_dir") != f"{out}/tls":
