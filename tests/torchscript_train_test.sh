@@ -182,12 +182,14 @@ join_worker() {
 join_worker 0 "$TMP/tiny.pt" &
 pids+=($!)
 w0=$!
-# Worker 0 joins first, so the shard's run is tiny.pt's.
-for _ in $(seq 600); do
-  grep -q "file hash" "$TMP/join-0.log" 2>/dev/null && break
+# Worker 0 joins first, so the shard's run is tiny.pt's: worker 1 starts
+# once the shard has logged worker 0's join.
+for _ in $(seq 1200); do
+  grep -q "worker 0 joined" "$TMP/ps.log" && break
   sleep 0.05
 done
-sleep 1
+grep -q "worker 0 joined" "$TMP/ps.log" ||
+  { cat "$TMP/join-0.log" >&2; fail "worker 0 did not join within 60 s"; }
 rc=0
 join_worker 1 "$TMP/other.pt" || rc=$?
 [[ $rc -eq 1 ]] || { cat "$TMP/join-1.log" >&2; fail "worker 1 exited $rc"; }
