@@ -138,9 +138,13 @@ echo "probe shard before: $rejected = $before"
 answer=$($PY "$ATTACK" "127.0.0.1:$(cat "$TMP/probe.port")" nan_push \
   --pb "$TMP/pb" --num_workers 1 --elements 1000 | head -1)
 [[ "$answer" == INVALID_ARGUMENT ]] || fail "the NaN push was answered $answer"
-sleep 2.5  # two scrapes
-after=$(query "$rejected")
-nan=$(query 'tern_ps_pushes_rejected_total{process="probe",reason="nan"}')
+# Prometheus sees the count at its next scrape: poll for up to 30 s.
+for _ in $(seq 150); do
+  after=$(query "$rejected")
+  nan=$(query 'tern_ps_pushes_rejected_total{process="probe",reason="nan"}')
+  [[ "$after" == "1.0" && "$nan" == "1.0" ]] && break
+  sleep 0.2
+done
 echo "probe shard after one NaN push: $rejected = $after, reason=\"nan\": $nan"
 [[ "$after" == "1.0" && "$nan" == "1.0" ]] ||
   fail "rejected pushes went from $before to $after (nan: $nan), not up by one"
