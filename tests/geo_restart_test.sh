@@ -154,8 +154,14 @@ wait_to_kill gs-killed
 kill -9 "$GS"; wait "$GS" 2>/dev/null || true
 down_for_2s gs-killed "the GS"
 restarted_at=$SECONDS
+# The log is appended to: only its lines after the restart count.
+killed_lines=$(wc -l <"$TMP/gs-killed-gs.log")
+closed_since_restart() {
+  tail -n +$((killed_lines + 1)) "$TMP/gs-killed-gs.log" |
+    grep -q "round .* closed"
+}
 global gs-killed "127.0.0.1:$GS_PORT"
-wait_for 60 grep -q "round .* closed" "$TMP/gs-killed-gs.log" ||
+wait_for 60 closed_since_restart ||
   fail "gs-killed: the restarted GS closed no round within 60 s"
 echo "GS killed after data center 0's step $((KILLED - 1)); a round closed" \
   "$((SECONDS - restarted_at)) s after the restart"
