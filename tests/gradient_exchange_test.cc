@@ -11,8 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "gtest/gtest.h"
 #include "tests/support/in_process_shard.h"
@@ -67,8 +69,9 @@ class GradientExchangeShardsTest
     return ParseWorkerArgs({"--ps=" + ps, absl::StrCat("--worker_id=", worker),
                             absl::StrCat("--num_workers=", workers()),
                             "--codec=" + std::get<0>(GetParam()),
-                            "--partition_bytes=256", "--rpc_timeout_s=20",
-                            "--join_timeout_s=20"});
+                            "--partition_bytes=256",
+                            absl::StrCat("--rpc_timeout_s=", timeout_s),
+                            absl::StrCat("--join_timeout_s=", timeout_s)});
   }
 
   std::vector<std::unique_ptr<InProcessShard>> shards_;
@@ -141,7 +144,7 @@ TEST_P(GradientExchangeShardsTest, EveryWorkerGetsTheSameAverage) {
 
 TEST_P(GradientExchangeShardsTest, OtherParametersAreRefusedAtJoin) {
   // The join is the codec's business only through the run configuration,
-  // and worker 0 waits out the shards' join barrier (20 s): one case.
+  // and worker 0 waits out its join budget (2 s): one case.
   if (workers() != 2 || std::get<0>(GetParam()) != "terngrad") {
     GTEST_SKIP() << "one codec and one pair of workers are enough";
   }
@@ -153,9 +156,20 @@ TEST_P(GradientExchangeShardsTest, OtherParametersAreRefusedAtJoin) {
   auto b = Make(1, other);
   ASSERT_TRUE(a.ok() && b.ok());
   std::thread waiting([&] { (*a)->Join().IgnoreError(); });
-  absl::SleepFor(absl::Milliseconds(300));
-  const absl::Status refused = (*b)->Join();
+  // Worker 1 joins once every shard has taken worker 0's join.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool taken = true;
+  for (const auto& shard : shards_) {
+    while (shard->aggregator().joined_workers() == 0 &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    taken = taken && shard->aggregator().joined_workers() == 1;
+  }
+  const absl::Status refused =
+      taken ? (*b)->Join() : absl::UnknownError("worker 1 did not join");
   waiting.join();
+  ASSERT_TRUE(taken) << "worker 0's join did not reach every shard in 10 s";
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_NE(refused.message().find("checksum"), std::string::npos) << refused;
   EXPECT_FALSE((*b)->joined());
