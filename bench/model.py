@@ -12,7 +12,13 @@ is in, so on the busiest link the two directions do not overlap:
   wire (co-located shards) = (N - 1) / N * (push + pull) / B
 
 push and pull are one worker's message bytes a step, B the link's measured
-TCP goodput. The profile is the benchmark's unshaped rows: compute, encode
+TCP goodput: for dedicated shards a single flow's (tern-wan check), since
+every flow then shares the one bottleneck, the shard host's link; for
+co-located shards, on shaped links, the all-to-all goodput of
+bench/exchange_probe.py, since each host's link then carries N - 1 flows
+each way, each also sharing another host's link, and TCP does not share
+them evenly (results.json's exchange_mbit; without it, a single flow's).
+The profile is the benchmark's unshaped rows: compute, encode
 and decode per codec, and the latency left in their network time once the
 bytes at the unshaped links' goodput are taken out. The model then
 predicts every shaped row from the profile and the link's goodput alone,
@@ -105,18 +111,32 @@ def pull_at(codec, pull, workers, elements, new_workers):
                    sum_bits(layout, workers, nonzero))
 
 
+def link_mbit(row):
+    """The bandwidth the model gives a row's busiest link (see above)."""
+    if row["placement"] == "colocated" and row.get("exchange_mbit"):
+        return row["exchange_mbit"]
+    return row["goodput_mbit"]
+
+
 class Profile:
     """Per codec and placement: the constants the unshaped rows give."""
 
     def __init__(self, rows):
         self.by = {}
+        # The all-to-all goodput as a share of a single flow's, from the
+        # shaped rows that measured both (1 where none did): --predict's
+        # co-located links get that share of the rate they are given.
+        shares = sorted(row["exchange_mbit"] / row["goodput_mbit"]
+                        for row in rows
+                        if row.get("exchange_mbit") and row["goodput_mbit"])
+        self.exchange_share = shares[len(shares) // 2] if shares else 1.0
         for row in rows:
             r = row["result"]
             if row["rate_mbit"] != 0 or r is None or not row["goodput_mbit"]:
                 continue
             split = r["split"]
             wire = wire_s(row["placement"], r["workers"], r["push_msg_bytes"],
-                          r["pull_msg_bytes"], row["goodput_mbit"])
+                          r["pull_msg_bytes"], link_mbit(row))
             self.by[(row["codec"], row["placement"])] = {
                 "cpu_s": (split["compute_s"] + split["encode_s"] +
                           split["decode_s"]),
@@ -157,7 +177,7 @@ def check(rows, profile):
         if row["rate_mbit"] == 0 or r is None or not row["goodput_mbit"]:
             continue
         t = profile.predict(row["codec"], row["placement"], r["workers"],
-                            row["goodput_mbit"])
+                            link_mbit(row))
         if t is None:
             continue
         ratio = t / r["median"]
@@ -183,9 +203,11 @@ def extrapolate(profile, workers_list, mbits):
     for n in workers_list:
         for mbit in mbits:
             for placement in placements:
-                fp32 = profile.predict("fp32", placement, n, mbit)
+                link = mbit * (profile.exchange_share
+                               if placement == "colocated" else 1.0)
+                fp32 = profile.predict("fp32", placement, n, link)
                 for codec in codecs:
-                    t = profile.predict(codec, placement, n, mbit)
+                    t = profile.predict(codec, placement, n, link)
                     if t is None:
                         continue
                     pull = profile.pull(codec, placement, n)
@@ -219,7 +241,9 @@ def main():
     print("\nlargest error: %.0f%%" % (100 * worst))
     if args.predict:
         workers_list, mbits = parse_predict(args.predict)
-        print()
+        print("\nco-located links at %.2f of the rate given (the measured "
+              "all-to-all goodput over a single flow's)\n"
+              % profile.exchange_share)
         extrapolate(profile, workers_list, mbits)
     return 0
 

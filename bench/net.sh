@@ -35,7 +35,10 @@
 # runs/bench-net), the rows also to OUT/results.json; --table_only prints
 # the table from them again. Besides the bytes, each run records the TCP
 # segments retransmitted, the retransmission timeouts and the packets tbf
-# dropped, summed over the hosts (the table shows them per step). --trace
+# dropped, summed over the hosts (the table shows them per step). Before
+# the colocated runs at a shaped rate, bench/exchange_probe.py measures the
+# worker hosts' all-to-all goodput (results.json's exchange_mbit, which
+# bench/model.py uses for those rows). --trace
 # also samples every worker host's link counters every 10 ms during each
 # run into trace-<host>.txt (bench/link_trace.py show draws one).
 set -euo pipefail
@@ -61,7 +64,7 @@ probe=bazel-bin/deploy/wan/net_probe
 table_only=""
 extra=()
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 die() { echo "bench/net.sh: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
@@ -285,6 +288,32 @@ run_one() {  # rate placement codec
   fi
 }
 
+# The worker hosts' all-to-all goodput (bench/exchange_probe.py), before
+# the colocated runs at a shaped rate: each host sends 4 MiB to every other
+# at once, five times; bench/model.py takes it as those runs' bandwidth.
+# Not on unshaped links, where the probe's own computation would be the
+# limit.
+exchange_probe() {  # rate
+  local h addrs="" start period
+  local bytes=$((4 << 20)) rounds=5
+  rm -f "$out/$1"/exchange-host-*.txt
+  for ((h = 0; h < workers; h++)); do addrs+="${addrs:+,}$(addr_of_host "$h")"; done
+  # Twice a round at the tbf rate, and time for every host to connect.
+  period=$(awk -v n="$workers" -v b="$bytes" -v r="$1" \
+    'BEGIN { print 2 * (n - 1) * b * 8 / (r * 1e6) + 0.3 }')
+  start=$(awk -v n="$workers" -v now="$(date +%s.%N)" \
+    'BEGIN { printf "%.3f", now + 2 + 0.5 * n }')
+  for ((h = 0; h < workers; h++)); do
+    "$wan" exec "dc$h" --prefix "$prefix" -- python3 "$here/exchange_probe.py" \
+      host --index "$h" --addresses "$addrs" --port 47300 --bytes "$bytes" \
+      --rounds "$rounds" --start "$start" --period "$period" \
+      >"$out/$1/exchange-host-$h.txt" 2>&1 &
+  done
+  wait
+  python3 "$here/exchange_probe.py" summary --bytes "$bytes" --hosts "$workers" \
+    "$out/$1"/exchange-host-*.txt >"$out/$1/exchange-colocated.log" 2>&1
+}
+
 cleanup() { "$wan" down --prefix "$prefix" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -306,6 +335,11 @@ for rate in $rates; do
       >"$out/$rate/check-$placement.log" 2>&1 ||
       { cat "$out/$rate/check-$placement.log" >&2; die "the links at $rate mbit/s failed their check"; }
     grep '^link' "$out/$rate/check-$placement.log" | sed 's/^/   /' >&2 || true
+    if [[ "$placement" == colocated && "$rate" != 0 ]]; then
+      exchange_probe "$rate" ||
+        { cat "$out/$rate"/exchange-*.txt "$out/$rate/exchange-colocated.log" >&2; die "the exchange probe at $rate mbit/s failed"; }
+      sed 's/^/   all to all: /' "$out/$rate/exchange-colocated.log" >&2
+    fi
     for codec in $codecs; do
       echo "   $placement, $codec: $warmup + $steps steps" >&2
       run_one "$rate" "$placement" "$codec" || failed=$((failed + 1))

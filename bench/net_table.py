@@ -102,6 +102,20 @@ def goodput_mbit(out, rate, placement):
     return min(rates) if rates else None
 
 
+def exchange_mbit(out, rate, placement):
+    """The all-to-all goodput bench/exchange_probe.py measured before the
+    placement's runs, in mbit/s; None where it was not measured."""
+    path = os.path.join(out, str(rate), "exchange-%s.log" % placement)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for line in f:
+            for field in line.split():
+                if field.startswith("exchange_mbit="):
+                    return float(field.split("=", 1)[1])
+    return None
+
+
 def link_setup(out, rate):
     """tern-wan up's lines on the links' queue and TCP, from up.log."""
     path = os.path.join(out, str(rate), "up.log")
@@ -163,12 +177,14 @@ def main():
                                               c), args.warmup)
                     for c in args.codecs.split()}
             goodput = goodput_mbit(args.out, rate, placement)
+            exchange = exchange_mbit(args.out, rate, placement)
             for codec, s in runs.items():
                 missing += s is None
                 print(row(rate, placement, codec, s, runs.get("fp32")))
                 results.append({"rate_mbit": rate, "placement": placement,
                                 "codec": codec, "result": s,
-                                "goodput_mbit": goodput})
+                                "goodput_mbit": goodput,
+                                "exchange_mbit": exchange})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

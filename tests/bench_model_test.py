@@ -10,6 +10,9 @@ Usage: bench_model_test.py MODEL_PY
 - the sum entropy it rests on: one code nonzero with probability 2/3 is
   log2(3) bits, entropy grows with N, and the bisection inverts it;
 - every other codec's pull stays as profiled;
+- co-located shaped rows use the all-to-all goodput where net.sh measured
+  it, dedicated rows a single flow's, and --predict scales co-located
+  links by the measured share;
 - on a synthetic results file the script predicts a shaped row from the
   unshaped ones, and --predict prints a larger N with a larger pull.
 """
@@ -74,6 +77,28 @@ def row(rate, codec, workers, pull, median, goodput):
                        "p90": median, "split": split}}
 
 
+def check_exchange(model, failures):
+    """Co-located shaped rows take the all-to-all goodput; dedicated ones
+    and rows without it a single flow's."""
+    unshaped = row(0, "fp32", 4, 4e6, 0.2, 10000.0)
+    shaped = dict(row(100, "fp32", 4, 4e6, 0.60, 95.0), exchange_mbit=76.0)
+    profile = model.Profile([unshaped, shaped])
+    if model.link_mbit(shaped) != 76.0 or model.link_mbit(unshaped) != 10000.0:
+        failures.append("link_mbit did not take the exchange goodput")
+    dedicated = dict(shaped, placement="dedicated")
+    if model.link_mbit(dedicated) != 95.0:
+        failures.append("a dedicated row took the exchange goodput")
+    slower = profile.predict("fp32", "colocated", 4, 76.0)
+    faster = profile.predict("fp32", "colocated", 4, 95.0)
+    # 3/4 of 6 MB a worker over each rate: the difference of the two.
+    expected = 0.75 * 6e6 * 8 * (1 / 76e6 - 1 / 95e6)
+    if abs((slower - faster) - expected) > 1e-9:
+        failures.append("the exchange goodput changed the step by %g s, "
+                        "not %g" % (slower - faster, expected))
+    if abs(profile.exchange_share - 76.0 / 95.0) > 1e-12:
+        failures.append("exchange share %g" % profile.exchange_share)
+
+
 def check_script(path, failures):
     rows = [row(0, "fp32", 4, 4e6, 0.2, 10000.0),
             row(0, "terngrad", 4, 2e5, 0.13, 10000.0),
@@ -100,6 +125,7 @@ def main():
     failures = []
     check_pulls(model, failures)
     check_entropy(model, failures)
+    check_exchange(model, failures)
     check_script(sys.argv[1], failures)
     for failure in failures:
         print("FAIL:", failure)

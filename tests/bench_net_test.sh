@@ -9,6 +9,9 @@
 #   - a shaped fp32 step takes at least 0.9 of its wire bound (the link
 #     cannot be faster than its tbf rate), unshaped rows have no bound;
 #   - every row counts retransmits, timeouts and tbf drops (none unshaped);
+#   - the colocated rows at 200 mbit/s carry the all-to-all goodput that
+#     bench/exchange_probe.py measured (no faster than the link), and no
+#     other row has one;
 #   - --queue_ms and --congestion reach the links (the table's header);
 #   - --trace samples every worker host's link, and the samples add up to
 #     the bytes its counters saw;
@@ -67,6 +70,13 @@ for placement in ("dedicated", "colocated"):
     print("200 mbit/s %s fp32: median step %.3f s, wire bound %.3f s"
           % (placement, r["median"], bound))
     assert r["median"] >= 0.9 * bound, "faster than the link allows"
+for row in rows:
+    exchange = row["exchange_mbit"]
+    if row["rate_mbit"] == 200 and row["placement"] == "colocated":
+        print("200 mbit/s all-to-all goodput: %.1f mbit/s" % exchange)
+        assert 0.5 * 200 <= exchange <= 1.05 * 200, "exchange %s" % exchange
+    else:
+        assert exchange is None, "an exchange where none was measured: %s" % row
 for (rate, placement, codec), r in by.items():
     losses = r["losses_per_step"]
     assert losses is not None and min(losses.values()) >= 0, losses
