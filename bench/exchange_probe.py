@@ -63,15 +63,19 @@ def receive_exactly(sock, count):
     return bytes(got)
 
 
-def accept_peers(listener, count):
-    """count connections, keyed by the index each sends first."""
-    peers = {}
-    while len(peers) < count:
-        sock, _ = listener.accept()
+def accept_peers(listener, others, peers):
+    """A connection from every host in `others`, into peers[index] by the
+    index each sends first."""
+    while len(peers) < len(others):
+        sock, (address, _) = listener.accept()
         sock.settimeout(listener.gettimeout())
         (index,) = struct.unpack("!I", receive_exactly(sock, 4))
+        if index not in others or index in peers:
+            raise ValueError("a connection from %s said it was host %d, not "
+                             "one of the hosts still expected (%s)" % (
+                                 address, index,
+                                 sorted(set(others) - set(peers))))
         peers[index] = sock
-    return peers
 
 
 def drain(sock, count):
@@ -114,13 +118,14 @@ def host(args):
     # Every connection is made before the first round begins.
     deadline = args.start
     others = [i for i in range(len(addresses)) if i != me]
-    outgoing = {}
-    accepted = {}
-    error = run_threads(
-        [(lambda: accepted.update(accept_peers(listener, len(others))), ())] +
-        [(lambda i=i: outgoing.__setitem__(
-            i, connect(addresses[i], args.port, me, deadline)), ())
-         for i in others])
+    outgoing = {}  # index -> the connection this host sends on
+    accepted = {}  # index -> the connection it receives on
+
+    def connect_to(i):
+        outgoing[i] = connect(addresses[i], args.port, me, deadline)
+
+    error = run_threads([(accept_peers, (listener, others, accepted))] +
+                        [(connect_to, (i,)) for i in others])
     if error is not None:
         raise error
     for sock in outgoing.values():
@@ -131,7 +136,7 @@ def host(args):
         if time.time() > begin:
             raise RuntimeError("round %d began before this host was ready "
                                "(raise --period)" % r)
-        time.sleep(begin - time.time())
+        time.sleep(max(0.0, begin - time.time()))
         error = run_threads(
             [(outgoing[i].sendall, (payload,)) for i in others] +
             [(drain, (accepted[i], args.bytes)) for i in others])

@@ -123,13 +123,12 @@ class Profile:
 
     def __init__(self, rows):
         self.by = {}
-        # The all-to-all goodput as a share of a single flow's, from the
-        # shaped rows that measured both (1 where none did): --predict's
-        # co-located links get that share of the rate they are given.
-        shares = sorted(row["exchange_mbit"] / row["goodput_mbit"]
-                        for row in rows
-                        if row.get("exchange_mbit") and row["goodput_mbit"])
-        self.exchange_share = shares[len(shares) // 2] if shares else 1.0
+        # The all-to-all goodput as a share of a single flow's, per shaped
+        # rate that measured both: --predict's co-located links get the
+        # share of the nearest such rate.
+        self.shares = {row["rate_mbit"]: row["exchange_mbit"] /
+                       row["goodput_mbit"] for row in rows
+                       if row.get("exchange_mbit") and row["goodput_mbit"]}
         for row in rows:
             r = row["result"]
             if row["rate_mbit"] != 0 or r is None or not row["goodput_mbit"]:
@@ -147,6 +146,14 @@ class Profile:
                 "pull": r["pull_msg_bytes"],
                 "workers": r["workers"],
             }
+
+    def exchange_share(self, mbit):
+        """The share measured at the rate nearest `mbit` (by ratio); 1
+        where no rate measured one."""
+        if not self.shares:
+            return 1.0
+        nearest = min(self.shares, key=lambda r: abs(math.log(r / mbit)))
+        return self.shares[nearest]
 
     def elements(self, placement):
         """Parameters of the model: fp32's pull is 4 bytes each."""
@@ -203,7 +210,7 @@ def extrapolate(profile, workers_list, mbits):
     for n in workers_list:
         for mbit in mbits:
             for placement in placements:
-                link = mbit * (profile.exchange_share
+                link = mbit * (profile.exchange_share(mbit)
                                if placement == "colocated" else 1.0)
                 fp32 = profile.predict("fp32", placement, n, link)
                 for codec in codecs:
@@ -241,9 +248,11 @@ def main():
     print("\nlargest error: %.0f%%" % (100 * worst))
     if args.predict:
         workers_list, mbits = parse_predict(args.predict)
-        print("\nco-located links at %.2f of the rate given (the measured "
-              "all-to-all goodput over a single flow's)\n"
-              % profile.exchange_share)
+        print("\nco-located links at %s of the rate given (the measured "
+              "all-to-all goodput over a single flow's, at the nearest "
+              "measured rate)\n" % ", ".join(
+                  "%.2f at %g mbit/s" % (profile.exchange_share(m), m)
+                  for m in mbits))
         extrapolate(profile, workers_list, mbits)
     return 0
 

@@ -12,7 +12,7 @@ Usage: bench_model_test.py MODEL_PY
 - every other codec's pull stays as profiled;
 - co-located shaped rows use the all-to-all goodput where net.sh measured
   it, dedicated rows a single flow's, and --predict scales co-located
-  links by the measured share;
+  links by the share measured at the nearest rate;
 - on a synthetic results file the script predicts a shaped row from the
   unshaped ones, and --predict prints a larger N with a larger pull.
 """
@@ -95,8 +95,14 @@ def check_exchange(model, failures):
     if abs((slower - faster) - expected) > 1e-9:
         failures.append("the exchange goodput changed the step by %g s, "
                         "not %g" % (slower - faster, expected))
-    if abs(profile.exchange_share - 76.0 / 95.0) > 1e-12:
-        failures.append("exchange share %g" % profile.exchange_share)
+    fast = dict(row(1000, "fp32", 4, 4e6, 0.1, 950.0), exchange_mbit=855.0)
+    profile = model.Profile([unshaped, shaped, fast])
+    for mbit, share in ((20, 0.8), (200, 0.8), (500, 0.9), (10000, 0.9)):
+        if abs(profile.exchange_share(mbit) - share) > 1e-12:
+            failures.append("exchange share at %g mbit/s: %g, not %g" % (
+                mbit, profile.exchange_share(mbit), share))
+    if model.Profile([unshaped]).exchange_share(100) != 1.0:
+        failures.append("a share without an exchange measured")
 
 
 def check_script(path, failures):
