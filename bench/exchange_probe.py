@@ -112,7 +112,11 @@ def host(args):
     me = args.index
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((addresses[me], args.port))
+    try:
+        listener.bind((addresses[me], args.port))
+    except OSError as e:
+        raise OSError("cannot listen on %s:%d: %s"
+                      % (addresses[me], args.port, e)) from e
     listener.listen(len(addresses))
     listener.settimeout(args.timeout_s)
     # Every connection is made before the first round begins.
@@ -188,11 +192,14 @@ def main():
     args = parser.parse_args()
     if args.bytes <= 0:
         parser.error("--bytes must be positive")
+    if args.command == "summary" and args.hosts < 2:
+        parser.error("--hosts: an exchange needs at least 2")
     if args.command == "host" and not (
             args.rounds > 0 and args.period > 0 and args.timeout_s > 0 and
+            0 < args.port < 65536 and
             0 <= args.index < len(args.addresses.split(","))):
-        parser.error("--rounds, --period and --timeout_s must be positive "
-                     "and --index one of --addresses")
+        parser.error("--rounds, --period and --timeout_s must be positive, "
+                     "--port in [1, 65535] and --index one of --addresses")
     try:
         if args.command == "host":
             host(args)

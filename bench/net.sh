@@ -292,7 +292,7 @@ run_one() {  # rate placement codec
 # the colocated runs at a shaped rate: each host sends 4 MiB to every other
 # at once, five times; bench/model.py takes it as those runs' bandwidth.
 # Not on unshaped links, where the probe's own computation would be the
-# limit.
+# limit, nor with one worker host (nothing to exchange).
 exchange_probe() {  # rate
   local h addrs="" start period
   local bytes=$((4 << 20)) rounds=5
@@ -335,7 +335,7 @@ for rate in $rates; do
       >"$out/$rate/check-$placement.log" 2>&1 ||
       { cat "$out/$rate/check-$placement.log" >&2; die "the links at $rate mbit/s failed their check"; }
     grep '^link' "$out/$rate/check-$placement.log" | sed 's/^/   /' >&2 || true
-    if [[ "$placement" == colocated && "$rate" != 0 ]]; then
+    if [[ "$placement" == colocated && "$rate" != 0 && $workers -ge 2 ]]; then
       exchange_probe "$rate" ||
         { cat "$out/$rate"/exchange-*.txt "$out/$rate/exchange-colocated.log" >&2; die "the exchange probe at $rate mbit/s failed"; }
       sed 's/^/   all to all: /' "$out/$rate/exchange-colocated.log" >&2
