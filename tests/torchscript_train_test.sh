@@ -17,17 +17,8 @@ TERN=$(readlink -f "$1")
 NET=$(readlink -f "$2")
 TMP=${TEST_TMPDIR:-$(mktemp -d)}
 PY=/usr/bin/python3
-pids=()
-
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+# fail, cleanup on exit, wait_for; `pids` collects what to kill.
+source "$(dirname "$0")/support/processes.sh"
 
 # ------------------------------------------------- the data and models ---
 DATA="$TMP/data"
@@ -170,8 +161,7 @@ expect_refused "$TMP/wrong_input.pt" "fails on the first 2 training examples" \
 "$TERN" ps --listen 127.0.0.1:0 --port_file "$TMP/ps.port" --num_workers 2 \
   --barrier_timeout_s 60 >"$TMP/ps.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 600); do [[ -s "$TMP/ps.port" ]] && break; sleep 0.05; done
-[[ -s "$TMP/ps.port" ]] || fail "the shard wrote no port file"
+wait_for 30 test -s "$TMP/ps.port" || fail "the shard wrote no port file"
 port=$(cat "$TMP/ps.port")
 
 join_worker() {
@@ -184,11 +174,7 @@ pids+=($!)
 w0=$!
 # Worker 0 joins first, so the shard's run is tiny.pt's: worker 1 starts
 # once the shard has logged worker 0's join.
-for _ in $(seq 1200); do
-  grep -q "worker 0 joined" "$TMP/ps.log" && break
-  sleep 0.05
-done
-grep -q "worker 0 joined" "$TMP/ps.log" ||
+wait_for 60 grep -q "worker 0 joined" "$TMP/ps.log" ||
   { cat "$TMP/join-0.log" >&2; fail "worker 0 did not join within 60 s"; }
 rc=0
 join_worker 1 "$TMP/other.pt" || rc=$?
