@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
+#include "common/net/pacing_flag.h"
 #include "common/net/tls_flags.h"
 #include "common/status_macros.h"
 
@@ -59,6 +60,7 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
        "largest message sent or received, in MiB; a round's answer for the "
        "whole model must fit")
       ->check(CLI::Range(1u, kMaxMessageMb));
+  net::AddPaceFlag(app, &o->pace_mbit);
   Flag(app, "state_dir", &o->state_dir,
        "keep the global server's state in this directory (global.state, "
        "rewritten as data centers register, at each round's close and at "

@@ -27,7 +27,8 @@ TEST(GsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
   flags::ExpectFlagsWithEnvironment(
       parsed.app,
       {"listen", "port_file", "num_datacenters", "seed", "t_global_s",
-       "max_lag", "hold_timeout_s", "max_message_mb", "log_level"});
+       "max_lag", "hold_timeout_s", "max_message_mb", "log_level",
+       "pace_mbit"});
   const std::string help = parsed.app.help();
   EXPECT_THAT(help, HasSubstr("127.0.0.1:50061"));  // defaults are shown
 }
@@ -64,8 +65,9 @@ TEST(GsFlagsTest, ParsesEveryFlag) {
   parsed.Parse(
       "--listen=0.0.0.0:0 --port_file /tmp/g --num_datacenters=3 --seed 9 "
       "--t_global_s=2.5 --max_lag 0 --hold_timeout_s=45 "
-      "--max_message_mb=256 --log_level=debug --insecure");
+      "--max_message_mb=256 --log_level=debug --insecure --pace_mbit=47.5");
   const GsOptions& o = parsed.options;
+  EXPECT_EQ(o.pace_mbit, 47.5);
   EXPECT_EQ(o.listen, "0.0.0.0:0");
   EXPECT_EQ(o.port_file, "/tmp/g");
   EXPECT_EQ(o.num_datacenters, 3u);

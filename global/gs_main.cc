@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics.h"
+#include "common/net/pacing.h"
 #include "common/net/peer_identity.h"
 #include "common/net/server.h"
 #include "common/net/tls_flags.h"
@@ -153,6 +154,8 @@ int RunGlobalServer(const GsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   logger->set_level(*ParseLogLevel(options.log_level));
+  const std::unique_ptr<net::ConnectionPacer> pacer =
+      net::PaceConnections(options.pace_mbit, logger);
   absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
       metrics::Metrics::Start(options.metrics, logger);
   if (!metrics.ok()) {

@@ -36,6 +36,9 @@ struct GsOptions {
   // The largest gRPC message the GS sends or receives, in MiB. Register
   // refuses a model whose answer could exceed it.
   uint32_t max_message_mb = 64;
+  // --pace_mbit (common/net/pacing.h): each connection to another host
+  // (answers to the LPSs) sends at most this fast; 0: no cap.
+  double pace_mbit = 0;
   // When set, the GS keeps its state there (global.state: registrations,
   // the open round, the kept answers; global/gs_state.h) and a restarted
   // GS resumes from it.

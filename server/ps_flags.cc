@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
+#include "common/net/pacing_flag.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 #include "common/status_macros.h"
@@ -161,6 +162,7 @@ void AddTransportFlags(CLI::App* app, PsOptions* o) {
   Flag(app, "log_level", &o->log_level,
        "trace, debug (one line per step), info, warn, error, critical or off")
       ->check(LogLevel());
+  net::AddPaceFlag(app, &o->pace_mbit);
   net::AddTlsFlags(app, &o->tls);
   net::AddInsecureFlag(app, &o->insecure);
   net::AddServingRunIdFlag(app, &o->run_id);

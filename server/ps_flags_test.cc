@@ -28,7 +28,8 @@ TEST(PsFlagsTest, EveryOptionIsAFlagWithItsEnvironmentVariable) {
       {"listen", "port_file", "shard_index", "num_shards", "num_workers",
        "barrier_timeout_s", "join_timeout_s", "max_message_mb", "log_level",
        "mode", "global", "datacenter", "num_datacenters", "sync_every",
-       "sync_timeout_s", "g_thresh", "steps_per_epoch", "weight_codec"});
+       "sync_timeout_s", "g_thresh", "steps_per_epoch", "weight_codec",
+       "pace_mbit"});
   const std::string help = parsed.app.help();
   EXPECT_THAT(help, HasSubstr("127.0.0.1:50051"));  // defaults are shown
 }
@@ -122,7 +123,8 @@ TEST(PsFlagsTest, ParsesEveryFlag) {
   parsed.Parse(
       "--listen=0.0.0.0:0 --port_file /tmp/p --shard_index 1 --num_shards=3 "
       "--num_workers=8 --barrier_timeout_s=2.5 --join_timeout_s 30 "
-      "--max_message_mb=256 --log_level=debug --insecure");
+      "--max_message_mb=256 --log_level=debug --insecure "
+      "--pace_mbit=31.6");
   const PsOptions& o = parsed.options;
   EXPECT_EQ(o.listen, "0.0.0.0:0");
   EXPECT_EQ(o.port_file, "/tmp/p");
@@ -134,7 +136,17 @@ TEST(PsFlagsTest, ParsesEveryFlag) {
   EXPECT_EQ(o.max_message_mb, 256u);
   EXPECT_EQ(o.log_level, "debug");
   EXPECT_TRUE(o.insecure);
+  EXPECT_EQ(o.pace_mbit, 31.6);
   EXPECT_TRUE(ValidatePsOptions(o).ok());
+  for (const char* bad :
+       {"--pace_mbit=-1", "--pace_mbit=inf", "--pace_mbit=1e6"}) {
+    try {
+      Parsed().Parse(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const CLI::ParseError& error) {
+      EXPECT_THAT(error.what(), HasSubstr("--pace_mbit")) << bad;
+    }
+  }
 }
 
 // Plaintext is explicit: beyond loopback it needs --insecure, on the

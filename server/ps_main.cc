@@ -8,6 +8,7 @@
 #include "common/checksum.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics.h"
+#include "common/net/pacing.h"
 #include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
 #include "common/net/server.h"
@@ -275,6 +276,8 @@ int RunParameterServer(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   logger->set_level(*ParseLogLevel(options.log_level));
+  const std::unique_ptr<net::ConnectionPacer> pacer =
+      net::PaceConnections(options.pace_mbit, logger);
   absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
       metrics::Metrics::Start(options.metrics, logger);
   if (!metrics.ok()) {

@@ -60,6 +60,10 @@ struct PsOptions {
   // The largest gRPC message the shard sends or receives, in MiB. Join
   // refuses a model whose share on this shard would not fit in fp32.
   uint32_t max_message_mb = 64;
+  // --pace_mbit (common/net/pacing.h): each connection to another host
+  // (answers to workers, an LPS's link to the global server) sends at
+  // most this fast; 0: no cap.
+  double pace_mbit = 0;
   std::string log_level = "info";
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS for the
   // server and, for an LPS, its link to the global server; none: plaintext.

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics_flags.h"
+#include "common/net/pacing_flag.h"
 #include "common/net/tls_flags.h"
 #include "kernels/payload.h"
 #include "worker/codec_config.h"
@@ -137,6 +138,7 @@ void AddExchangeFlags(CLI::App* app, WorkerOptions* o) {
        "worker exits with code 128 (transient)")
       ->check(FinitePositive())
       ->group("Cluster");
+  net::AddPaceFlag(app, &o->pace_mbit)->group("Cluster");
   net::AddTlsFlags(app, &o->tls, "Cluster");
 }
 

@@ -40,7 +40,7 @@ TEST(WorkerFlagsTest, EveryFieldIsAFlagWithItsEnvVarAndDefaultInTheHelp) {
        "min_compress_elems", "partition_bytes", "tau", "proportion",
        "drop_ratio", "drop_scope", "drop_survivors", "qsgd_levels",
        "qsgd_bucket", "sample_size", "sampled_means", "check_every",
-       "eval_every", "final_eval", "metrics_out", "log_level"});
+       "eval_every", "final_eval", "metrics_out", "log_level", "pace_mbit"});
   const std::string help = parsed.app.help();
   EXPECT_NE(help.find("terngrad"), std::string::npos);
   EXPECT_NE(help.find("4194304"), std::string::npos);  // partition_bytes
@@ -51,7 +51,8 @@ TEST(WorkerFlagsTest, ParsesScalarsAndCommaSeparatedLists) {
   parsed.Parse(
       "--worker_id=1 --num_workers=4 --ps=h0:5000,h1:5001 --steps 20 "
       "--lr=0.05 --codec fp16 --fp32_tensors=fc.weight,fc.bias "
-      "--partition_bytes 1024 --seed 18446744073709551615");
+      "--partition_bytes 1024 --seed 18446744073709551615 "
+      "--pace_mbit=31.6");
   const WorkerOptions& o = parsed.options;
   EXPECT_EQ(o.worker_id, 1u);
   EXPECT_EQ(o.num_workers, 4u);
@@ -62,6 +63,7 @@ TEST(WorkerFlagsTest, ParsesScalarsAndCommaSeparatedLists) {
   EXPECT_EQ(o.fp32_tensors, (std::vector<std::string>{"fc.weight", "fc.bias"}));
   EXPECT_EQ(o.partition_bytes, 1024u);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
+  EXPECT_EQ(o.pace_mbit, 31.6);
 }
 
 TEST(WorkerFlagsTest, EnvironmentOverridesDefaultsAndFlagsOverrideIt) {
@@ -206,6 +208,9 @@ TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
       {"--qsgd_bucket=0", "--qsgd_bucket"},
       {"--sample_size=0", "--sample_size"},
       {"--sample_size=-4", "--sample_size"},
+      {"--pace_mbit=-1", "--pace_mbit"},
+      {"--pace_mbit=nan", "--pace_mbit"},
+      {"--pace_mbit=40000", "--pace_mbit"},
   };
   for (const auto& c : cases) {
     const std::string error = ParseError(c.args);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metrics.h"
+#include "common/net/pacing.h"
 #include "common/process/exit_codes.h"
 #include "common/status_macros.h"
 #include "torch/torch.h"
@@ -28,6 +29,8 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   logger->set_level(level);
   // The thread pools are per process; the flag sets them once here.
   SetMathThreads(options.threads);
+  const std::unique_ptr<net::ConnectionPacer> pacer =
+      net::PaceConnections(options.pace_mbit, logger);
 
   TERN_ASSIGN_OR_RETURN(
       TrainTest data,

@@ -60,6 +60,9 @@ struct WorkerOptions {
   // A call to a shard still unanswered this long is logged once (a late
   // worker holds the step); 0: never.
   double straggler_warn_s = 10;
+  // --pace_mbit (common/net/pacing.h): each connection to a shard on
+  // another host sends at most this fast; 0: no cap.
+  double pace_mbit = 0;
   // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS to the
   // shards; none: plaintext.
   net::TlsFiles tls;
