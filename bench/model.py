@@ -18,6 +18,9 @@ co-located shards, on shaped links, the all-to-all goodput of
 bench/exchange_probe.py, since each host's link then carries N - 1 flows
 each way, each also sharing another host's link, and TCP does not share
 them evenly (results.json's exchange_mbit; without it, a single flow's).
+A paced row's connections share each link evenly at the rates bench/net.sh
+gave them: B is their sum on one link, or a single flow's goodput if that
+is lower.
 The profile is the benchmark's unshaped rows: compute, encode
 and decode per codec, and the latency left in their network time once the
 bytes at the unshaped links' goodput are taken out. The model then
@@ -100,7 +103,7 @@ def pull_at(codec, pull, workers, elements, new_workers):
     """The profiled pull of `workers` scaled to `new_workers`: only TernGrad
     sums grow with N; every other codec's pull is an average, N-free."""
     base = codec
-    for suffix in ("-overlap", "-inturn", "-locallast"):
+    for suffix in ("-paced", "-overlap", "-inturn", "-locallast"):
         base = base.removesuffix(suffix)
     layout = SUM_LAYOUTS.get(base)
     if layout is None or not elements or new_workers == workers:
@@ -113,6 +116,9 @@ def pull_at(codec, pull, workers, elements, new_workers):
 
 def link_mbit(row):
     """The bandwidth the model gives a row's busiest link (see above)."""
+    paced = (row["result"] or {}).get("paced_link_mbit")
+    if paced and row["goodput_mbit"]:
+        return min(row["goodput_mbit"], paced)
     if row["placement"] == "colocated" and row.get("exchange_mbit"):
         return row["exchange_mbit"]
     return row["goodput_mbit"]
@@ -201,6 +207,14 @@ def parse_predict(text):
             [float(m) for m in fields.get("mbit", "").split(",") if m])
 
 
+def extrapolated_link(profile, codec, placement, mbit):
+    """The bandwidth --predict gives a link of `mbit`: co-located, the
+    all-to-all share of it, unless the row is paced (link_mbit)."""
+    if placement == "colocated" and not codec.endswith("-paced"):
+        return mbit * profile.exchange_share(mbit)
+    return mbit
+
+
 def extrapolate(profile, workers_list, mbits):
     print("| workers | link | shards | codec | pull per worker | "
           "predicted step | fp32 / codec |")
@@ -210,11 +224,11 @@ def extrapolate(profile, workers_list, mbits):
     for n in workers_list:
         for mbit in mbits:
             for placement in placements:
-                link = mbit * (profile.exchange_share(mbit)
-                               if placement == "colocated" else 1.0)
-                fp32 = profile.predict("fp32", placement, n, link)
+                fp32 = profile.predict("fp32", placement, n, extrapolated_link(
+                    profile, "fp32", placement, mbit))
                 for codec in codecs:
-                    t = profile.predict(codec, placement, n, link)
+                    t = profile.predict(codec, placement, n, extrapolated_link(
+                        profile, codec, placement, mbit))
                     if t is None:
                         continue
                     pull = profile.pull(codec, placement, n)

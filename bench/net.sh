@@ -25,7 +25,10 @@
 # mbit/s, both placements, codecs fp32 fp16 terngrad terngrad-base3 onebit
 # dropping (any codec row with "-overlap" appended runs it with
 # --overlap=true, with "-inturn" with --push_order=in_turn, with
-# "-locallast" with --push_order=local_last);
+# "-locallast" with --push_order=local_last, and with "-paced", after any
+# of those, with --pace_mbit on the workers and shards: 0.95 of the rate
+# over the connections that send on one link at once, N - 1 co-located,
+# N x S dedicated; unpaced on unshaped links);
 # dedicated shards: --shards (default N); tbf's queue and
 # the namespaces' TCP congestion control: tern-wan's defaults (50 ms, the
 # host's) unless --queue_ms / --congestion say otherwise. Root only (network
@@ -106,7 +109,7 @@ for r in $rates; do
     die "--rates: '$r' is not 0 (unshaped) or an integer mbit/s up to 10000"
 done
 for c in $codecs; do
-  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap|-inturn|-locallast)?$ ]] ||
+  [[ "$c" =~ ^(fp32|fp16|terngrad|terngrad-2bit|terngrad-base3|terngrad-radix|onebit|threshold|adaptive|dropping|qsgd)(-overlap|-inturn|-locallast)?(-paced)?$ ]] ||
     die "--codecs: unknown '$c'"
 done
 
@@ -136,6 +139,10 @@ addr_of_host() { echo "10.77.$1.2"; }
 # with --push_order=in_turn (the shards pushed one after another),
 # X-locallast with --push_order=local_last (this host's shard pushed last).
 flags_of() {
+  if [[ "$1" == *-paced ]]; then
+    flags_of "${1%-paced}"
+    return
+  fi
   if [[ "$1" == *-overlap ]]; then
     echo "$(flags_of "${1%-overlap}") --overlap=true"
     return
@@ -155,6 +162,24 @@ flags_of() {
     terngrad-radix) echo "--codec terngrad --packing 2bit --sum_packing radix" ;;
     *) echo "--codec $1" ;;
   esac
+}
+
+# The --pace_mbit of a "-paced" row (none for other rows, unshaped links
+# or a single worker host co-located): 0.95 of the link's rate, which the
+# probe of exchange_probe.py showed fills the link with TCP's headers,
+# shared by the connections that send on one link at once: a co-located
+# host's N - 1 pushes (or its shard's N - 1 answers), a dedicated shard
+# host's N x S answers (or the N x S pushes into it).
+pace_mbit_of() {  # rate placement codec
+  local connections
+  [[ "$3" == *-paced && "$1" != 0 ]] || return 0
+  if [[ "$2" == dedicated ]]; then
+    connections=$((workers * $(num_shards dedicated)))
+  else
+    connections=$((workers - 1))
+  fi
+  ((connections > 0)) || return 0
+  awk -v r="$1" -v c="$connections" 'BEGIN { printf "%.3f", 0.95 * r / c }'
 }
 
 num_shards() { [[ "$1" == dedicated ]] && echo "$shards" || echo "$workers"; }
@@ -247,17 +272,23 @@ stop_tracers() {
 
 # One run: shards, then workers, in their namespaces; counters around it.
 run_one() {  # rate placement codec
-  local dir="$out/$1/$2/$3" s h n list pids=() rc=0
+  local dir="$out/$1/$2/$3" s h n list pace pids=() rc=0
   rm -rf "$dir"
   mkdir -p "$dir"
   list="$(shard_list "$2")"
   n="$(num_shards "$2")"
+  pace="$(pace_mbit_of "$1" "$2" "$3")"
+  # For bench/net_table.py and bench/model.py: the rate each connection
+  # was paced at, and what the connections on one link sum to.
+  [[ -z "$pace" ]] ||
+    echo "pace_mbit=$pace paced_link_mbit=$(awk -v r="$1" 'BEGIN { print 0.95 * r }')" \
+      >"$dir/pace.txt"
   for ((s = 0; s < n; s++)); do
     "$wan" exec "dc$(shard_host_of "$2" "$s")" --prefix "$prefix" -- "$tern" ps \
       --listen "$(shard_addr "$2" "$s")" --insecure \
       --shard_index "$s" --num_shards "$n" \
       --num_workers "$workers" --run_id bench-net --log_level warn \
-      >"$dir/ps-$s.log" 2>&1 &
+      ${pace:+--pace_mbit "$pace"} >"$dir/ps-$s.log" 2>&1 &
   done
   read_counters >"$dir/counters-before.txt"
   if [[ -n "$trace" ]]; then
@@ -273,7 +304,8 @@ run_one() {  # rate placement codec
       --run_id bench-net --model "$model" --dataset "$dataset" \
       --batch_size "$batch_size" --steps $((warmup + steps)) --seed 7 \
       --eval_every 0 --final_eval=false --check_every 0 --log_level warn \
-      --metrics_out "$dir/worker-$h.jsonl" $(flags_of "$3") "${extra[@]}" \
+      --metrics_out "$dir/worker-$h.jsonl" $(flags_of "$3") \
+      ${pace:+--pace_mbit "$pace"} "${extra[@]}" \
       >"$dir/worker-$h.log" 2>&1 &
     pids+=($!)
   done

@@ -62,6 +62,19 @@ def link_counters_per_step(run_dir, steps):
     return busiest / steps, losses
 
 
+def pacing(run_dir):
+    """What bench/net.sh's pace.txt says of a paced run: pace_mbit (each
+    connection's rate) and paced_link_mbit (the connections on one link
+    together); {} for a run not paced."""
+    path = os.path.join(run_dir, "pace.txt")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        fields = dict(p.split("=", 1) for p in f.read().split() if "=" in p)
+    return {k: float(fields[k]) for k in ("pace_mbit", "paced_link_mbit")
+            if k in fields}
+
+
 def summarize(run_dir, warmup):
     """Worker 0's timed steps and the links' bytes, or None when missing."""
     path = os.path.join(run_dir, "worker-0.jsonl")
@@ -88,6 +101,7 @@ def summarize(run_dir, warmup):
         "link_bytes": link_bytes,
         "losses_per_step": losses,
         "timed": len(steps),
+        **pacing(run_dir),
     }
 
 

@@ -13,6 +13,9 @@ Usage: bench_model_test.py MODEL_PY
 - co-located shaped rows use the all-to-all goodput where net.sh measured
   it, dedicated rows a single flow's, and --predict scales co-located
   links by the share measured at the nearest rate;
+- a paced row's link is its connections' sum on it, or a single flow's
+  goodput where that is lower, and --predict does not scale it by the
+  all-to-all share; its codec's pull is the unpaced codec's;
 - on a synthetic results file the script predicts a shaped row from the
   unshaped ones, and --predict prints a larger N with a larger pull.
 """
@@ -105,6 +108,34 @@ def check_exchange(model, failures):
         failures.append("a share without an exchange measured")
 
 
+def check_paced(model, failures):
+    """Paced rows: the connections' sum on the link, capped by a single
+    flow's goodput, never the all-to-all goodput."""
+    unshaped = row(0, "fp32-paced", 4, 4e6, 0.2, 10000.0)
+    shaped = dict(row(100, "fp32-paced", 4, 4e6, 0.5, 95.3),
+                  exchange_mbit=76.0)
+    shaped["result"]["paced_link_mbit"] = 95.0
+    if model.link_mbit(shaped) != 95.0:
+        failures.append("a paced row's link is %s, not its pace's 95"
+                        % model.link_mbit(shaped))
+    shaped["result"]["paced_link_mbit"] = 190.0
+    if model.link_mbit(shaped) != 95.3:
+        failures.append("a pace above the link's goodput was not capped")
+    unpaced = dict(row(100, "fp32", 4, 4e6, 0.6, 95.0), exchange_mbit=76.0)
+    profile = model.Profile([unshaped, shaped, unpaced])
+    share = profile.exchange_share(100)
+    for codec, want in (("fp32-paced", 100.0), ("fp32", 100.0 * share)):
+        got = model.extrapolated_link(profile, codec, "colocated", 100.0)
+        if abs(got - want) > 1e-9:
+            failures.append("--predict gave %s a link of %g, not %g"
+                            % (codec, got, want))
+    if model.pull_at("terngrad-paced", 746.1, 4, LENET_PARAMETERS / 1024,
+                     8) != model.pull_at("terngrad", 746.1, 4,
+                                         LENET_PARAMETERS / 1024, 8):
+        failures.append("a paced TernGrad row's pull did not scale as "
+                        "TernGrad's")
+
+
 def check_script(path, failures):
     rows = [row(0, "fp32", 4, 4e6, 0.2, 10000.0),
             row(0, "terngrad", 4, 2e5, 0.13, 10000.0),
@@ -132,6 +163,7 @@ def main():
     check_pulls(model, failures)
     check_entropy(model, failures)
     check_exchange(model, failures)
+    check_paced(model, failures)
     check_script(sys.argv[1], failures)
     for failure in failures:
         print("FAIL:", failure)

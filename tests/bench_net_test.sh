@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/net.sh, small: 2 worker hosts, unshaped and 200 mbit/s links, both
-# placements, fp32 and terngrad, 1 + 3 steps of LeNet on synthetic data.
+# placements, fp32, terngrad and fp32 paced, 1 + 3 steps of LeNet on
+# synthetic data.
 # What must hold whatever the machine's speed:
 #   - every run has a row, and OUT/results.json holds them;
 #   - the dedicated shard host's link carries every worker's fp32 push
@@ -9,6 +10,9 @@
 #   - a shaped fp32 step takes at least 0.9 of its wire bound (the link
 #     cannot be faster than its tbf rate), unshaped rows have no bound;
 #   - every row counts retransmits, timeouts and tbf drops (none unshaped);
+#   - the paced rows at 200 mbit/s record each connection's rate, 0.95 of
+#     the link over the connections on it (1 co-located, 2 x 2 dedicated),
+#     and the unshaped ones (no rate to share) and unpaced rows none;
 #   - the colocated rows at 200 mbit/s carry the all-to-all goodput that
 #     bench/exchange_probe.py measured (no faster than the link), and no
 #     other row has one;
@@ -37,7 +41,7 @@ ip netns add "${P}probe" 2>/dev/null || skip "cannot create network namespaces"
 ip netns delete "${P}probe"
 
 rc=0
-"$BENCH" --workers 2 --rates "0 200" --codecs "fp32 terngrad" --steps 3 \
+"$BENCH" --workers 2 --rates "0 200" --codecs "fp32 terngrad fp32-paced" --steps 3 \
   --warmup 1 --dataset synthetic --tern "$TERN" --probe "$PROBE" \
   --queue_ms 80 --congestion reno --trace --out "$OUT" --prefix "$P" >"$TEST_TMPDIR/table.md" 2>"$TEST_TMPDIR/bench.err" || rc=$?
 cat "$TEST_TMPDIR/bench.err" "$TEST_TMPDIR/table.md"
@@ -47,7 +51,7 @@ cat "$TEST_TMPDIR/bench.err" "$TEST_TMPDIR/table.md"
 /usr/bin/python3 - "$OUT/results.json" <<'EOF' || fail "the results do not hold (above)"
 import json, sys
 rows = json.load(open(sys.argv[1]))
-assert len(rows) == 8, "%d rows, not 8" % len(rows)
+assert len(rows) == 12, "%d rows, not 12" % len(rows)
 by = {(r["rate_mbit"], r["placement"], r["codec"]): r["result"] for r in rows}
 for key, r in by.items():
     assert r is not None, "no result for %s" % (key,)
@@ -77,7 +81,14 @@ for row in rows:
         assert 0.5 * 200 <= exchange <= 1.05 * 200, "exchange %s" % exchange
     else:
         assert exchange is None, "an exchange where none was measured: %s" % row
+paced = {(200, "colocated"): 190.0, (200, "dedicated"): 47.5}
 for (rate, placement, codec), r in by.items():
+    want = paced.get((rate, placement)) if codec == "fp32-paced" else None
+    assert r.get("pace_mbit") == want, "%s paced at %s, not %s" % (
+        (rate, placement, codec), r.get("pace_mbit"), want)
+    if want:
+        assert r["paced_link_mbit"] == 190.0, r
+        assert r["median"] >= 0.9 * r["link_bytes"] * 8 / 200e6, r
     losses = r["losses_per_step"]
     assert losses is not None and min(losses.values()) >= 0, losses
     if rate == 0:
