@@ -33,7 +33,7 @@ ip netns delete "${P}probe"
 cleanup() { "$WAN" down --prefix "$P" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 "$WAN" up --datacenters 2 --wan_mbit 0 --prefix "$P" --probe "$PROBE" \
-  --seconds 1 >"$TEST_TMPDIR/up.log" 2>&1 || fail "tern-wan up failed"
+  --seconds 2 >"$TEST_TMPDIR/up.log" 2>&1 || fail "tern-wan up failed"
 
 "$WAN" exec dc0 --prefix "$P" -- "$TERN" ps --listen "$SHARD" --insecure \
   --shard_index 0 --num_shards 1 --num_workers 2 --pace_mbit 8 \
