@@ -22,7 +22,11 @@ SHARD=10.77.0.2:51000
 TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
 
 skip() { echo "SKIPPED: $*"; exit 0; }
-fail() { echo "FAIL: $*" >&2; tail -n 5 "$TEST_TMPDIR"/*.log >&2 || true; exit 1; }
+fail() {
+  echo "FAIL: $*" >&2
+  tail -n 5 "$TEST_TMPDIR"/*.log >&2 || true
+  exit 1
+}
 
 [[ $EUID -eq 0 ]] || skip "not root (network namespaces need it)"
 command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
@@ -56,7 +60,10 @@ pacing_of() {  # host local_address peer_address
         gsub(/\[::ffff:|\]/, "", $4); gsub(/\[::ffff:|\]/, "", $5)
         mine = (index($4, l ":") == 1 && index($5, p ":") == 1); next
       }
-      mine { for (i = 1; i < NF; i++) if ($i == "pacing_rate") print $(i + 1); mine = 0 }'
+      mine {
+        for (i = 1; i < NF; i++) if ($i == "pacing_rate") print $(i + 1)
+        mine = 0
+      }'
 }
 
 # host 1's worker -> the shard, and the shard's end of it.
@@ -69,13 +76,16 @@ while [[ $SECONDS -lt $deadline ]]; do
   sleep 0.5
 done
 echo "host 1 -> shard: pacing_rate $remote; shard -> host 1: $shard_side"
-[[ "$remote" == */8000000bps ]] || fail "host 1's worker is not paced at 8 mbit/s: '$remote'"
-[[ "$shard_side" == */8000000bps ]] || fail "the shard's connection to host 1 is not paced at 8 mbit/s: '$shard_side'"
+[[ "$remote" == */8000000bps ]] ||
+  fail "host 1's worker is not paced at 8 mbit/s: '$remote'"
+[[ "$shard_side" == */8000000bps ]] ||
+  fail "the shard's end of it is not paced at 8 mbit/s: '$shard_side'"
 
 # host 0's worker and the shard share an address: both ends unpaced.
 local_side="$(pacing_of dc0 10.77.0.2 10.77.0.2 | paste -sd ' ' -)"
 echo "host 0's worker <-> shard, both ends: pacing_rate $local_side"
-[[ -n "$local_side" ]] || fail "no connection between host 0's worker and the shard"
+[[ -n "$local_side" ]] ||
+  fail "no connection between host 0's worker and the shard"
 [[ "$local_side" != */* ]] ||
   fail "a connection within host 0 is paced: '$local_side'"
 grep -q "pace_mbit: each connection to another host sends at most 8 mbit/s" \

@@ -48,8 +48,8 @@ bool IsTcpStream(int fd) {
   socklen_t protocol_length = sizeof(protocol);
   return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 &&
          type == SOCK_STREAM &&
-         getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol,
-                    &protocol_length) == 0 &&
+         getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &protocol_length) ==
+             0 &&
          protocol == IPPROTO_TCP;
 }
 
@@ -64,8 +64,7 @@ std::vector<int> OpenSockets() {
     const long fd = std::strtol(entry->d_name, &end, 10);
     if (end == entry->d_name || *end != '\0' || fd == own) continue;
     struct stat status;
-    if (fstat(static_cast<int>(fd), &status) == 0 &&
-        S_ISSOCK(status.st_mode)) {
+    if (fstat(static_cast<int>(fd), &status) == 0 && S_ISSOCK(status.st_mode)) {
       sockets.push_back(static_cast<int>(fd));
     }
   }
@@ -101,9 +100,9 @@ bool ConnectsToAnotherHost(int fd) {
 absl::Status PaceSocket(int fd, uint32_t bytes_per_second) {
   if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &bytes_per_second,
                  sizeof(bytes_per_second)) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "setsockopt(SO_MAX_PACING_RATE) on descriptor ", fd, ": ",
-        std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("setsockopt(SO_MAX_PACING_RATE) on descriptor ", fd, ": ",
+                     std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -112,9 +111,9 @@ absl::StatusOr<uint32_t> PacingOf(int fd) {
   uint32_t rate = 0;
   socklen_t length = sizeof(rate);
   if (getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, &length) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "getsockopt(SO_MAX_PACING_RATE) on descriptor ", fd, ": ",
-        std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("getsockopt(SO_MAX_PACING_RATE) on descriptor ", fd, ": ",
+                     std::strerror(errno)));
   }
   return rate;
 }
@@ -160,9 +159,10 @@ std::unique_ptr<ConnectionPacer> PaceConnections(double mbit,
                                                  const Logger& logger) {
   const uint32_t rate = PacingBytesPerSecond(mbit);
   if (rate == 0) return nullptr;
-  logger->info("--pace_mbit: each connection to another host sends at most "
-               "{} mbit/s",
-               mbit);
+  logger->info(
+      "--pace_mbit: each connection to another host sends at most "
+      "{} mbit/s",
+      mbit);
   return std::make_unique<ConnectionPacer>(rate, absl::Milliseconds(100));
 }
 

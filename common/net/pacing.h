@@ -1,5 +1,5 @@
 // Pacing: a cap on how fast each TCP connection to another host sends
-// (--pace_mbit of `tern worker` and `tern ps`).
+// (--pace_mbit of `tern worker`, `tern ps` and `tern global`).
 //
 // Over slow links, the flows of an all-to-all exchange (a co-located
 // step: every worker pushes to every other host's shard, every shard
@@ -54,12 +54,13 @@ absl::StatusOr<uint32_t> PacingOf(int fd);
 // itself, and 1.51's public API gives no hook on their sockets (a socket
 // mutator's interface is internal). So a thread looks through this
 // process's open descriptors every `period` and paces each socket
-// `wanted` accepts that is not paced yet: a new connection sends unpaced for at most `period`.
-// The same scan serves a server's accepted connections, so that one
-// mechanism covers every TCP connection of the process to another host (a
-// scrape of the metrics endpoint too). A descriptor that gRPC closes
-// during a scan fails its calls here and is skipped; if its number is
-// reused meanwhile, the new socket is checked like any other.
+// `wanted` accepts that is not paced yet: a new connection sends unpaced
+// for at most `period`. The same scan serves a server's accepted
+// connections, so that one mechanism covers every TCP connection of the
+// process to another host (a scrape of the metrics endpoint too). A
+// descriptor that gRPC closes during a scan fails its calls here and is
+// skipped; if its number is reused meanwhile, the new socket is checked
+// like any other.
 class ConnectionPacer {
  public:
   using Wanted = std::function<bool(int fd)>;

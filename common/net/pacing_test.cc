@@ -34,8 +34,8 @@ struct LoopbackConnection {
     socklen_t length = sizeof(address);
     if (bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
         listen(listener, 1) != 0 ||
-        getsockname(listener, reinterpret_cast<sockaddr*>(&address),
-                    &length) != 0) {
+        getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) !=
+            0) {
       return;
     }
     client = socket(AF_INET, SOCK_STREAM, 0);
