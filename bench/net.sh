@@ -164,9 +164,13 @@ flags_of() {
   esac
 }
 
+# The share of a link's rate its "-paced" connections take together: what
+# an all-to-all probe with paced connections showed fills the link, with
+# TCP's headers (bench/README.md, "Paced connections").
+readonly pace_share=0.95
+
 # The --pace_mbit of a "-paced" row (none for other rows, unshaped links
-# or a single worker host co-located): 0.95 of the link's rate, which the
-# probe of exchange_probe.py showed fills the link with TCP's headers,
+# or a single worker host co-located): pace_share of the link's rate,
 # shared by the connections that send on one link at once: a co-located
 # host's N - 1 pushes (or its shard's N - 1 answers), a dedicated shard
 # host's N x S answers (or the N x S pushes into it).
@@ -179,7 +183,8 @@ pace_mbit_of() {  # rate placement codec
     connections=$((workers - 1))
   fi
   ((connections > 0)) || return 0
-  awk -v r="$1" -v c="$connections" 'BEGIN { printf "%.3f", 0.95 * r / c }'
+  awk -v r="$1" -v c="$connections" -v s="$pace_share" \
+    'BEGIN { printf "%.3f", s * r / c }'
 }
 
 num_shards() { [[ "$1" == dedicated ]] && echo "$shards" || echo "$workers"; }
@@ -280,9 +285,8 @@ run_one() {  # rate placement codec
   pace="$(pace_mbit_of "$1" "$2" "$3")"
   # For bench/net_table.py and bench/model.py: the rate each connection
   # was paced at, and what the connections on one link sum to.
-  [[ -z "$pace" ]] ||
-    echo "pace_mbit=$pace paced_link_mbit=$(awk -v r="$1" 'BEGIN { print 0.95 * r }')" \
-      >"$dir/pace.txt"
+  [[ -z "$pace" ]] || echo "pace_mbit=$pace paced_link_mbit=$(awk -v r="$1" \
+    -v s="$pace_share" 'BEGIN { print s * r }')" >"$dir/pace.txt"
   for ((s = 0; s < n; s++)); do
     "$wan" exec "dc$(shard_host_of "$2" "$s")" --prefix "$prefix" -- "$tern" ps \
       --listen "$(shard_addr "$2" "$s")" --insecure \
