@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -11,7 +12,7 @@ namespace tern {
 namespace {
 
 // LeNet of the TernGrad paper: conv 5x5x32, conv 5x5x64, fc 1024, fc 10.
-const std::vector<uint64_t> kLeNet = {800,    32,   51200, 64,
+const std::vector<uint64_t> kLeNet = {800,     32,   51200, 64,
                                       3211264, 1024, 10240, 10};
 
 TEST(PartitionerTest, TensorsBelowTheBoundAreOneChunkEach) {
@@ -43,26 +44,33 @@ TEST(PartitionerTest, LargeTensorIsCutIntoBalancedChunks) {
   EXPECT_EQ(partition->chunks()[2].offset, 6u);
 }
 
+constexpr ShardAssignment kRules[] = {ShardAssignment::kBalanced,
+                                      ShardAssignment::kBackwardOrder,
+                                      ShardAssignment::kEven};
+
 TEST(PartitionerTest, ChunksTileEveryTensorExactly) {
-  for (uint64_t bytes : {4ull, 12ull, 4096ull, 1ull << 20}) {
-    auto partition = Partition::Create(kLeNet, bytes, 3);
-    ASSERT_TRUE(partition.ok());
-    uint64_t flat = 0;
-    uint32_t tensor = 0;
-    uint64_t offset = 0;
-    for (const Chunk& c : partition->chunks()) {
-      if (c.tensor != tensor) {
-        EXPECT_EQ(offset, kLeNet[tensor]) << "tensor " << tensor;
-        tensor = c.tensor;
-        offset = 0;
+  for (const ShardAssignment rule : kRules) {
+    for (uint64_t bytes : {4ull, 12ull, 4096ull, 1ull << 20}) {
+      SCOPED_TRACE(ShardAssignmentName(rule));
+      auto partition = Partition::Create(kLeNet, bytes, 3, rule);
+      ASSERT_TRUE(partition.ok());
+      uint64_t flat = 0;
+      uint32_t tensor = 0;
+      uint64_t offset = 0;
+      for (const Chunk& c : partition->chunks()) {
+        if (c.tensor != tensor) {
+          EXPECT_EQ(offset, kLeNet[tensor]) << "tensor " << tensor;
+          tensor = c.tensor;
+          offset = 0;
+        }
+        EXPECT_EQ(c.offset, offset);
+        EXPECT_EQ(c.flat_offset, flat);
+        EXPECT_LE(c.num_elements, bytes / 4);
+        offset += c.num_elements;
+        flat += c.num_elements;
       }
-      EXPECT_EQ(c.offset, offset);
-      EXPECT_EQ(c.flat_offset, flat);
-      EXPECT_LE(c.num_elements, bytes / 4);
-      offset += c.num_elements;
-      flat += c.num_elements;
+      EXPECT_EQ(flat, partition->total_elements());
     }
-    EXPECT_EQ(flat, partition->total_elements());
   }
 }
 
@@ -81,7 +89,8 @@ TEST(PartitionerTest, ShardsAreBalancedAndDeterministic) {
     lo = std::min(lo, n);
     hi = std::max(hi, n);
     total += n;
-    for (uint32_t key : a->ChunksOfShard(s)) EXPECT_EQ(a->chunks()[key].shard, s);
+    for (uint32_t key : a->ChunksOfShard(s))
+      EXPECT_EQ(a->chunks()[key].shard, s);
   }
   EXPECT_EQ(total, a->total_elements());
   // LPT keeps shards within one chunk of each other.
@@ -146,6 +155,84 @@ TEST(PartitionerTest, BackwardOrderWithMoreShardsThanChunks) {
   EXPECT_TRUE(partition->ChunksOfShard(2).empty());
 }
 
+TEST(PartitionerTest, EvenShardsOfLeNetDifferByAtMostOneElement) {
+  // 3274634 elements over 4 shards: 818658 or 818659 each, where the
+  // balanced rule leaves shard 0 with 854016 (fc1's four equal chunks and
+  // every small tensor on the lightest). fc1 (flat 52096..3263359) is cut
+  // at the three ends of runs inside it instead of in four equal chunks.
+  auto partition = Partition::Create(kLeNet, kDefaultPartitionBytes, 4,
+                                     ShardAssignment::kEven);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  EXPECT_EQ(partition->ShardElements(0), 818658u);
+  EXPECT_EQ(partition->ShardElements(1), 818659u);
+  EXPECT_EQ(partition->ShardElements(2), 818658u);
+  EXPECT_EQ(partition->ShardElements(3), 818659u);
+  ASSERT_EQ(partition->chunks().size(), 11u);
+  EXPECT_EQ(partition->chunks()[4].num_elements, 818659u - 52096u);
+  // Shard 0 holds the model's end: the logits and fc1's bias whole, and
+  // fc1's last 807384 elements.
+  EXPECT_EQ(partition->ChunksOfShard(0).back(), partition->chunks().size() - 1);
+}
+
+TEST(PartitionerTest, EvenRunsAreExactAndContiguousForAnyShardCount) {
+  for (const uint32_t shards : {1u, 2u, 3u, 5u, 8u, 13u}) {
+    for (const uint64_t bytes :
+         {uint64_t{400}, uint64_t{64 << 10}, kDefaultPartitionBytes}) {
+      SCOPED_TRACE(testing::Message() << shards << " shards, " << bytes);
+      auto partition =
+          Partition::Create(kLeNet, bytes, shards, ShardAssignment::kEven);
+      ASSERT_TRUE(partition.ok()) << partition.status();
+      const std::vector<Chunk>& chunks = partition->chunks();
+      for (size_t key = 1; key < chunks.size(); ++key) {
+        EXPECT_GE(chunks[key - 1].shard, chunks[key].shard);
+      }
+      const uint64_t total = partition->total_elements();
+      for (uint32_t s = 0; s < shards; ++s) {
+        // floor((s + 1) T / S) - floor(s T / S).
+        const uint64_t expected = (s + 1) * total / shards - s * total / shards;
+        EXPECT_EQ(partition->ShardElements(s), expected) << "shard " << s;
+      }
+      uint64_t cut_more = 0;
+      for (const uint64_t n : kLeNet)
+        cut_more += *Partition::ChunkCount(n, bytes);
+      EXPECT_LE(chunks.size(), cut_more + shards - 1);
+    }
+  }
+}
+
+TEST(PartitionerTest, EvenWithMoreShardsThanElements) {
+  // Three elements over five shards, counted from the end: shard 0 owns
+  // none (floor(0) to floor(3/5)), shard 1 the last element, shard 3 the
+  // middle one, shard 4 the first.
+  auto partition = Partition::Create({2, 1}, kDefaultPartitionBytes, 5,
+                                     ShardAssignment::kEven);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  std::vector<std::pair<uint64_t, uint32_t>> got;
+  for (const Chunk& c : partition->chunks())
+    got.push_back({c.num_elements, c.shard});
+  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, uint32_t>>{
+                     {1, 4}, {1, 3}, {1, 1}}));
+}
+
+TEST(PartitionerTest, EvenPutsAnEmptyTensorWithTheElementAfterIt) {
+  // {0, 3, 0} over 2 shards: shard 0 owns flat element 2, shard 1 elements
+  // 0 and 1. The first empty tensor goes with element 0 (shard 1), the
+  // last, past the model's end, to shard 0. A model of no elements is
+  // all shard 0's.
+  auto partition = Partition::Create({0, 3, 0}, kDefaultPartitionBytes, 2,
+                                     ShardAssignment::kEven);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  std::vector<std::pair<uint64_t, uint32_t>> got;
+  for (const Chunk& c : partition->chunks())
+    got.push_back({c.num_elements, c.shard});
+  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, uint32_t>>{
+                     {0, 1}, {2, 1}, {1, 0}, {0, 0}}));
+  auto empty = Partition::Create({0, 0}, 8, 3, ShardAssignment::kEven);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  ASSERT_EQ(empty->chunks().size(), 2u);
+  EXPECT_EQ(empty->chunks()[1].shard, 0u);
+}
+
 TEST(PartitionerTest, EmptyTensorStillHasOneChunk) {
   auto partition = Partition::Create({0, 3}, 8, 1);
   ASSERT_TRUE(partition.ok());
@@ -177,11 +264,13 @@ TEST(PartitionerTest, ChunkCountIsTheCutOfCreate) {
 // would take some 80 GB of Chunks before the second one is refused.
 TEST(PartitionerTest, TooManyChunksAreRefusedBeforeAnyIsMade) {
   const uint64_t half = uint64_t{1} << 31;
-  const auto partition = Partition::Create({half, half}, 4, 1);
-  EXPECT_EQ(partition.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(partition.status().message(),
-            "the model has more than 2^32 - 1 chunks; raise partition_bytes "
-            "(4)");
+  for (const ShardAssignment rule : kRules) {
+    const auto partition = Partition::Create({half, half}, 4, 2, rule);
+    EXPECT_EQ(partition.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(partition.status().message(),
+              "the model has more than 2^32 - 1 chunks; raise "
+              "partition_bytes (4)");
+  }
 }
 
 TEST(PartitionerTest, RejectsBadArguments) {

@@ -346,16 +346,17 @@ TEST_F(AggregatorTest, JoinIsABarrierAndAnswersTheShardsChunks) {
 }
 
 // Each shard owns its chunks of the partition, cut by the join's
-// shard_assignment: in backward order shard 0 owns the last key (balanced,
-// shard 0 takes the largest chunk, key 0).
+// shard_assignment: in backward order and even shard 0 owns the last key
+// (balanced, shard 0 takes the largest chunk, key 0).
 TEST_F(AggregatorTest, EachShardAnswersThePartitionsChunksOfIt) {
   for (const ShardAssignment assignment :
-       {ShardAssignment::kBalanced, ShardAssignment::kBackwardOrder}) {
+       {ShardAssignment::kBalanced, ShardAssignment::kBackwardOrder,
+        ShardAssignment::kEven}) {
     const absl::StatusOr<Partition> partition =
         Partition::Create({15, 7}, kPartitionBytes, 2, assignment);
     ASSERT_TRUE(partition.ok());
-    const bool backward = assignment == ShardAssignment::kBackwardOrder;
-    EXPECT_EQ(partition->chunks()[2].shard, backward ? 0u : 1u);
+    const bool last_first = assignment != ShardAssignment::kBalanced;
+    EXPECT_EQ(partition->chunks().back().shard, last_first ? 0u : 1u);
     for (uint32_t shard = 0; shard < 2; ++shard) {
       AggregatorOptions options = Options(1);
       options.shard_index = shard;
@@ -545,11 +546,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "codec parameter sample_size 9 of worker 2"},
         Mismatch{"ShardAssignment",
                  [](JoinRequest* j) {
-                   j->config.shard_assignment = ShardAssignment::kBackwardOrder;
+                   j->config.shard_assignment = ShardAssignment::kEven;
                  },
-                 "shard assignment backward order of worker 2 differs from "
+                 "shard assignment even of worker 2 differs from "
                  "balanced of worker 0: every worker must run with the same "
-                 "--overlap"},
+                 "--shard_assignment"},
         Mismatch{"SpecHash", [](JoinRequest* j) { j->param_spec_hash = 1; },
                  "param spec hash 0x0000000000000001 of worker 2 differs "
                  "from 0x0000000000005bec"},

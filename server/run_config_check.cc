@@ -139,7 +139,7 @@ absl::Status CompareWithRun(const JoinRequest& request, const ShardRun& run,
       .Texts(mine.shard_assignment == first.shard_assignment,
              "shard assignment", ShardAssignmentName(mine.shard_assignment),
              ShardAssignmentName(first.shard_assignment),
-             "every worker must run with the same --overlap");
+             "every worker must run with the same --shard_assignment");
   CompareCodecParams(mine.codec_params, first.codec_params, &compare);
   compare.Texts(mine.fp32_chunk_keys == first.fp32_chunk_keys,
                 "fp32 chunk keys", KeyList(mine.fp32_chunk_keys),

@@ -79,14 +79,26 @@ absl::StatusOr<RunConfig> ConfigFromWire(const tern::v1::RunConfig& wire) {
     case tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER:
       config.shard_assignment = ShardAssignment::kBackwardOrder;
       break;
+    case tern::v1::SHARD_ASSIGNMENT_EVEN:
+      config.shard_assignment = ShardAssignment::kEven;
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "shard_assignment ", static_cast<int>(wire.shard_assignment()),
-          " is not SHARD_ASSIGNMENT_BALANCED or "
-          "SHARD_ASSIGNMENT_BACKWARD_ORDER"));
+          " is not SHARD_ASSIGNMENT_BALANCED, SHARD_ASSIGNMENT_BACKWARD_ORDER "
+          "or SHARD_ASSIGNMENT_EVEN"));
   }
   return config;
 }
+
+// ShardAssignment's values are the proto's, so it crosses the wire by a cast
+// (the worker's join does the same).
+static_assert(static_cast<int>(ShardAssignment::kBalanced) ==
+              tern::v1::SHARD_ASSIGNMENT_BALANCED);
+static_assert(static_cast<int>(ShardAssignment::kBackwardOrder) ==
+              tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER);
+static_assert(static_cast<int>(ShardAssignment::kEven) ==
+              tern::v1::SHARD_ASSIGNMENT_EVEN);
 
 void ConfigToWire(const RunConfig& config, tern::v1::RunConfig* out) {
   out->set_run_id(config.run_id);
@@ -103,10 +115,8 @@ void ConfigToWire(const RunConfig& config, tern::v1::RunConfig* out) {
   CodecParamsToWire(config.codec_params, out->mutable_codec_params());
   out->set_mode(static_cast<tern::v1::Mode>(config.mode));
   out->set_broadcast_start(config.broadcast_start);
-  out->set_shard_assignment(config.shard_assignment ==
-                                    ShardAssignment::kBackwardOrder
-                                ? tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER
-                                : tern::v1::SHARD_ASSIGNMENT_BALANCED);
+  out->set_shard_assignment(
+      static_cast<tern::v1::ShardAssignment>(config.shard_assignment));
   tern::v1::OptimizerConfig* optimizer = out->mutable_optimizer();
   optimizer->set_lr(config.optimizer.lr);
   optimizer->set_momentum(config.optimizer.momentum);

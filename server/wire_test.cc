@@ -4,6 +4,7 @@
 #include <limits>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -180,21 +181,27 @@ TEST(WireTest, JoinCarriesConfigAndSpec) {
 }
 
 TEST(WireTest, ShardAssignmentRoundTripsAndAnUnknownOneIsRefused) {
-  JoinRequest join;
-  join.config.shard_assignment = ShardAssignment::kBackwardOrder;
+  const std::pair<ShardAssignment, tern::v1::ShardAssignment> rules[] = {
+      {ShardAssignment::kBalanced, tern::v1::SHARD_ASSIGNMENT_BALANCED},
+      {ShardAssignment::kBackwardOrder,
+       tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER},
+      {ShardAssignment::kEven, tern::v1::SHARD_ASSIGNMENT_EVEN}};
   tern::v1::JoinRequest wire;
-  JoinToWire(join, &wire);
-  EXPECT_EQ(wire.config().shard_assignment(),
-            tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER);
-  absl::StatusOr<JoinRequest> back = JoinFromWire(wire);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->config.shard_assignment, ShardAssignment::kBackwardOrder);
+  for (const auto& [rule, on_wire] : rules) {
+    JoinRequest join;
+    join.config.shard_assignment = rule;
+    JoinToWire(join, &wire);
+    EXPECT_EQ(wire.config().shard_assignment(), on_wire);
+    absl::StatusOr<JoinRequest> back = JoinFromWire(wire);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->config.shard_assignment, rule);
+  }
 
   wire.mutable_config()->set_shard_assignment(
-      static_cast<tern::v1::ShardAssignment>(2));
-  back = JoinFromWire(wire);
+      static_cast<tern::v1::ShardAssignment>(3));
+  absl::StatusOr<JoinRequest> back = JoinFromWire(wire);
   EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(back.status().message(), HasSubstr("shard_assignment 2"));
+  EXPECT_THAT(back.status().message(), HasSubstr("shard_assignment 3"));
 }
 
 // --- RunConfig.codec_params ---
