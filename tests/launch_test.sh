@@ -60,7 +60,10 @@ workers, steps = 3, 40
 # LeNet of TernGrad (worker/models.h): conv1, conv2, fc1, logits, weight and
 # bias each; partition_bytes 4 MiB = 1048576 floats a chunk at most, a tensor
 # cut into k = ceil(n / max) chunks whose sizes differ by at most one
-# (common/partitioner.h), so fc1 (3211264) is 4 chunks.
+# (common/partitioner.h), so fc1 (3211264) is 4 chunks. (The default
+# --shard_assignment even cuts fc1 where the second shard's half of the
+# model begins, and each half in two: also 4 chunks, each within 2% of
+# these, so the bytes below differ by a few in a million.)
 tensors = [800, 32, 51200, 64, 3211264, 1024, 10240, 10]
 max_elements = (4 << 20) // 4
 chunks = []

@@ -52,6 +52,15 @@ absl::StatusOr<std::vector<bool>> SelectFp32Tensors(
   return fp32;
 }
 
+absl::StatusOr<ShardAssignment> ParseShardAssignment(absl::string_view name) {
+  if (name == "even") return ShardAssignment::kEven;
+  if (name == "balanced") return ShardAssignment::kBalanced;
+  if (name == "backward") return ShardAssignment::kBackwardOrder;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--shard_assignment: '", name,
+                   "' is not even, balanced or backward"));
+}
+
 absl::StatusOr<ChunkPlan> MakeChunkPlan(
     absl::Span<const std::string> names, absl::Span<const uint64_t> elements,
     uint64_t partition_bytes, uint32_t num_shards,

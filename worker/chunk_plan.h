@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/partitioner.h"
 
@@ -28,6 +29,10 @@ inline constexpr char kLastLayer[] = "last";
 absl::StatusOr<std::vector<bool>> SelectFp32Tensors(
     absl::Span<const std::string> names, absl::Span<const uint64_t> elements,
     absl::Span<const std::string> fp32_tensors, uint64_t min_compress_elems);
+
+// The rule --shard_assignment names: "even", "balanced" or "backward"
+// (common/partitioner.h). INVALID_ARGUMENT naming the three otherwise.
+absl::StatusOr<ShardAssignment> ParseShardAssignment(absl::string_view name);
 
 struct ChunkPlan {
   Partition partition;

@@ -72,6 +72,24 @@ TEST(MakeChunkPlanTest, NoScalerSharingOutsideTernGrad) {
   EXPECT_TRUE(plan->fp32_chunk_keys.empty());
 }
 
+TEST(ParseShardAssignmentTest, NamesTheThreeRulesAndRefusesOthers) {
+  EXPECT_EQ(*ParseShardAssignment("even"), ShardAssignment::kEven);
+  EXPECT_EQ(*ParseShardAssignment("balanced"), ShardAssignment::kBalanced);
+  EXPECT_EQ(*ParseShardAssignment("backward"),
+            ShardAssignment::kBackwardOrder);
+  const absl::StatusOr<ShardAssignment> bad = ParseShardAssignment("lpt");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "--shard_assignment: 'lpt' is not even, balanced or backward");
+}
+
+TEST(MakeChunkPlanTest, TheRuleReachesThePartition) {
+  const auto plan = MakeChunkPlan(kNames, kElements, 4000, 3, {}, 0, true,
+                                  ShardAssignment::kEven);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->partition.assignment(), ShardAssignment::kEven);
+}
+
 TEST(MakeChunkPlanTest, PartitionErrorsComeThrough) {
   EXPECT_FALSE(MakeChunkPlan(kNames, kElements, 4000, 0, {}, 0, true).ok());
   EXPECT_FALSE(MakeChunkPlan(kNames, kElements, 2, 1, {}, 0, true).ok());

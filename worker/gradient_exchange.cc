@@ -183,13 +183,16 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> GradientExchange::Create(
   TERN_ASSIGN_OR_RETURN(state->spec_hash, SpecHash(options, *state->params));
   TERN_ASSIGN_OR_RETURN(const kernels::CodecOptions codec,
                         CodecSet::PushOptions(options));
+  TERN_ASSIGN_OR_RETURN(const ShardAssignment assignment,
+                        ParseShardAssignment(options.shard_assignment));
   TERN_ASSIGN_OR_RETURN(
       ChunkPlan plan,
       MakeChunkPlan(state->params->names(), state->params->tensor_elements(),
                     options.partition_bytes,
                     static_cast<uint32_t>(options.ps.size()),
                     options.fp32_tensors, options.min_compress_elems,
-                    /*share_scalers=*/codec.id == kernels::CodecId::kTernGrad));
+                    /*share_scalers=*/codec.id == kernels::CodecId::kTernGrad,
+                    assignment));
   state->plan.emplace(std::move(plan));
   TERN_ASSIGN_OR_RETURN(
       CodecSet codecs,

@@ -64,10 +64,8 @@ tern::v1::JoinRequest BaseJoinRequest(const WorkerOptions& options,
   config->set_partition_bytes(options.partition_bytes);
   config->set_seed(options.seed);
   config->set_broadcast_start(options.broadcast_start);
-  config->set_shard_assignment(plan.partition.assignment() ==
-                                       ShardAssignment::kBackwardOrder
-                                   ? tern::v1::SHARD_ASSIGNMENT_BACKWARD_ORDER
-                                   : tern::v1::SHARD_ASSIGNMENT_BALANCED);
+  config->set_shard_assignment(
+      static_cast<tern::v1::ShardAssignment>(plan.partition.assignment()));
   // Codec, clip, codec_params and the layouts the codec really writes.
   CodecToRunConfig(codec, config);
   for (const uint32_t key : plan.fp32_chunk_keys) {

@@ -186,6 +186,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   // the join.
   TERN_ASSIGN_OR_RETURN(const kernels::CodecOptions codec_options,
                         CodecSet::PushOptions(options));
+  TERN_ASSIGN_OR_RETURN(const ShardAssignment assignment,
+                        ParseShardAssignment(options.shard_assignment));
   TERN_ASSIGN_OR_RETURN(
       ChunkPlan plan,
       MakeChunkPlan(
@@ -194,8 +196,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
           options.min_compress_elems,
           /*share_scalers=*/codec_options.id == kernels::CodecId::kTernGrad &&
               options.mode == TrainMode::kTernGrad,
-          options.overlap ? ShardAssignment::kBackwardOrder
-                          : ShardAssignment::kBalanced));
+          assignment));
   TERN_ASSIGN_OR_RETURN(const int max_message_bytes,
                         MessageBytesBound(plan.partition));
   TERN_ASSIGN_OR_RETURN(CodecSet codecs,

@@ -99,9 +99,20 @@ void AddExchangeFlags(CLI::App* app, WorkerOptions* o) {
   Flag(app, "overlap", &o->overlap,
        "terngrad on the CPU: push each shard's chunks as soon as backward has "
        "produced them, while the rest of backward runs, and decode each "
-       "shard's answer as it comes (the same bytes as without it); the "
-       "shards then hold the model in backward order, so every worker of the "
-       "run must set it. Not with codecs that keep error feedback")
+       "shard's answer as it comes (the same bytes as without it; workers "
+       "with and without it can share a run). Shard 0 holds the last layers "
+       "with --shard_assignment even or backward, and is pushed first. Not "
+       "with codecs that keep error feedback")
+      ->group("Cluster");
+  Flag(app, "shard_assignment", &o->shard_assignment,
+       "which shard owns which chunks; every worker of a run must agree. "
+       "even: the model cut into equal runs, shard 0 holding its end, "
+       "tensors cut where a run ends (every shard's link carries the same "
+       "bytes). balanced: whole chunks of --partition_bytes, largest first "
+       "to the least-loaded shard (up to one chunk apart: the rule before "
+       "2026-12-01, for shards saved with it). backward: whole chunks in "
+       "backward order, contiguous runs of about equal size")
+      ->check(CLI::IsMember({"even", "balanced", "backward"}))
       ->group("Cluster");
   Flag(app, "push_order", &o->push_order,
        "together: push to every shard at once. in_turn: push to one shard "

@@ -25,6 +25,7 @@ TEST(WorkerFlagsTest, DefaultsStayWhenNothingIsGiven) {
   EXPECT_EQ(parsed.options.codec, defaults.codec);
   EXPECT_EQ(parsed.options.steps, defaults.steps);
   EXPECT_EQ(parsed.options.partition_bytes, defaults.partition_bytes);
+  EXPECT_EQ(parsed.options.shard_assignment, "even");
   EXPECT_TRUE(parsed.options.ps.empty());
 }
 
@@ -211,6 +212,7 @@ TEST(WorkerFlagsTest, BadValuesAreRejectedNamingTheFlag) {
       {"--pace_mbit=-1", "--pace_mbit"},
       {"--pace_mbit=nan", "--pace_mbit"},
       {"--pace_mbit=40000", "--pace_mbit"},
+      {"--shard_assignment=lpt", "--shard_assignment"},
   };
   for (const auto& c : cases) {
     const std::string error = ParseError(c.args);

@@ -45,9 +45,11 @@ struct WorkerOptions {
   // builds its own and the shards compare their checksums.
   bool broadcast_start = false;
   // --mode=terngrad on the CPU: push each shard as soon as backward has
-  // produced its gradients, while the rest of backward runs; the shards
-  // are then assigned in backward order (common/partitioner.h).
+  // produced its gradients, while the rest of backward runs.
   bool overlap = false;
+  // Which shard owns which chunks (ParseShardAssignment,
+  // common/partitioner.h); every worker of a run must agree.
+  std::string shard_assignment = "even";
   // together: push to every shard at once; in_turn: one shard after
   // another in shard order, each once the previous shard has taken its
   // push (for shards behind one link). worker/ps_client.h.
