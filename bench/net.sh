@@ -16,7 +16,7 @@
 #                [--placements "dedicated colocated"] [--codecs "..."]
 #                [--steps N] [--warmup N] [--batch_size B] [--model M]
 #                [--dataset D] [--queue_ms Q] [--congestion CC]
-#                [--tern PATH] [--probe PATH] [--out DIR]
+#                [--pace_share F] [--tern PATH] [--probe PATH] [--out DIR]
 #                [--prefix P] [--trace] [--table_only]
 #                [-- extra worker flags]
 #
@@ -26,9 +26,9 @@
 # dropping (any codec row with "-overlap" appended runs it with
 # --overlap=true, with "-inturn" with --push_order=in_turn, with
 # "-locallast" with --push_order=local_last, and with "-paced", after any
-# of those, with --pace_mbit on the workers and shards: 0.95 of the rate
-# over the connections that send on one link at once, N - 1 co-located,
-# N x S dedicated; unpaced on unshaped links);
+# of those, with --pace_mbit on the workers and shards: --pace_share
+# (default 0.95) of the rate over the connections that send on one link at
+# once, N - 1 co-located, N x S dedicated; unpaced on unshaped links);
 # dedicated shards: --shards (default N); tbf's queue and
 # the namespaces' TCP congestion control: tern-wan's defaults (50 ms, the
 # host's) unless --queue_ms / --congestion say otherwise. Root only (network
@@ -65,6 +65,10 @@ trace=""
 congestion=""
 probe=bazel-bin/deploy/wan/net_probe
 table_only=""
+# The share of a link's rate its "-paced" connections take together: what
+# an all-to-all probe with paced connections showed fills the link, with
+# TCP's headers (bench/README.md, "Paced connections").
+pace_share=0.95
 extra=()
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
@@ -88,6 +92,7 @@ while [[ $# -gt 0 ]]; do
     --queue_ms) queue_ms="$2"; shift 2 ;;
     --congestion) congestion="$2"; shift 2 ;;
     --probe) probe="$2"; shift 2 ;;
+    --pace_share) pace_share="$2"; shift 2 ;;
     --table_only) table_only=1; shift ;;
     --trace) trace=1; shift ;;
     --) shift; extra=("$@"); break ;;
@@ -100,6 +105,8 @@ for n in workers shards steps warmup batch_size; do
   [[ "${!n}" =~ ^[1-9][0-9]*$ ]] || die "--$n: '${!n}' is not a positive integer"
 done
 ((workers <= 64)) || die "--workers: at most 64 hosts here"
+awk -v f="$pace_share" 'BEGIN { exit !(f ~ /^[0-9]*\.?[0-9]+$/ && f > 0 && f <= 1.5) }' ||
+  die "--pace_share: '$pace_share' is not a number in (0, 1.5]"
 for p in $placements; do
   [[ "$p" == dedicated || "$p" == colocated ]] ||
     die "--placements: '$p' is not dedicated or colocated"
@@ -164,13 +171,8 @@ flags_of() {
   esac
 }
 
-# The share of a link's rate its "-paced" connections take together: what
-# an all-to-all probe with paced connections showed fills the link, with
-# TCP's headers (bench/README.md, "Paced connections").
-readonly pace_share=0.95
-
 # The --pace_mbit of a "-paced" row (none for other rows, unshaped links
-# or a single worker host co-located): pace_share of the link's rate,
+# or a single worker host co-located): --pace_share of the link's rate,
 # shared by the connections that send on one link at once: a co-located
 # host's N - 1 pushes (or its shard's N - 1 answers), a dedicated shard
 # host's N x S answers (or the N x S pushes into it).
