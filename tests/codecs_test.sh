@@ -64,20 +64,34 @@ def fail(message):
     sys.exit(f"FAIL: {name}: {message}")
 
 # LeNet of TernGrad (worker/models.h): conv1, conv2, fc1, logits, weight
-# and bias each. Chunks of at most 4 MiB / 4 = 1048576 floats, a tensor cut
-# into k = ceil(n / max) chunks whose sizes differ by at most one
-# (common/partitioner.h). The column groups of a chunk are rows of its
-# tensor (kernels::ColumnGroupSize): numel / shape[0] for rank >= 2, the
+# and bias each, over 2 shards with the default --shard_assignment even
+# (common/partitioner.h): counted from the model's end, shard s holds the
+# elements [floor(s T / 2), floor((s + 1) T / 2)) of T, a tensor is cut
+# where a shard's run ends, and each part into k = ceil(n / max) chunks of
+# at most 4 MiB / 4 = 1048576 floats whose sizes differ by at most one. The
+# column groups of a chunk are runs of a row's length from the chunk's
+# start (kernels::ColumnGroupSize): numel / shape[0] for rank >= 2, the
 # whole chunk for vectors.
 shapes = [[32, 1, 5, 5], [32], [64, 32, 5, 5], [64], [1024, 3136], [1024],
           [10, 1024], [10]]
 max_elements = (4 << 20) // 4
+shards = 2
+total = sum(math.prod(shape) for shape in shapes)
 chunks = []  # (elements, group size)
+flat = 0
 for shape in shapes:
     n = math.prod(shape)
     group = n // shape[0] if len(shape) >= 2 else n
-    k = max(1, -(-n // max_elements))
-    chunks += [(n // k + (1 if i < n % k else 0), group) for i in range(k)]
+    offset = 0
+    while offset < n:
+        shard = ((total - flat - offset) * shards - 1) // total
+        end = min(n, total - shard * total // shards - flat)
+        part = end - offset
+        k = max(1, -(-part // max_elements))
+        chunks += [(part // k + (1 if i < part % k else 0), group)
+                   for i in range(k)]
+        offset = end
+    flat += n
 n = sum(m for m, _ in chunks)
 assert len(chunks) == 11 and n == 3274634, (len(chunks), n)
 fp32 = 4 * n

@@ -71,8 +71,10 @@ class FakeShard final : public tern::v1::ParameterServer::Service {
         elements.push_back(n);
       }
       const auto& config = req->config();
-      auto partition = Partition::Create(elements, config.partition_bytes(),
-                                         config.num_shards());
+      // The values of ShardAssignment are the proto's (server/wire.cc).
+      auto partition = Partition::Create(
+          elements, config.partition_bytes(), config.num_shards(),
+          static_cast<ShardAssignment>(config.shard_assignment()));
       if (!partition.ok()) return Error(partition.status());
       keys_ = partition->ChunksOfShard(req->shard_index());
       kernels::CodecOptions run;
