@@ -200,18 +200,26 @@ TEST(PartitionerTest, EvenRunsAreExactAndContiguousForAnyShardCount) {
   }
 }
 
+// (elements, shard) of every chunk the even rule cuts, in key order.
+using SizesAndShards = std::vector<std::pair<uint64_t, uint32_t>>;
+SizesAndShards EvenChunks(const std::vector<uint64_t>& tensors,
+                          uint32_t shards) {
+  auto partition = Partition::Create(tensors, kDefaultPartitionBytes, shards,
+                                     ShardAssignment::kEven);
+  EXPECT_TRUE(partition.ok()) << partition.status();
+  SizesAndShards out;
+  if (!partition.ok()) return out;
+  for (const Chunk& c : partition->chunks()) {
+    out.push_back({c.num_elements, c.shard});
+  }
+  return out;
+}
+
 TEST(PartitionerTest, EvenWithMoreShardsThanElements) {
   // Three elements over five shards, counted from the end: shard 0 owns
   // none (floor(0) to floor(3/5)), shard 1 the last element, shard 3 the
   // middle one, shard 4 the first.
-  auto partition = Partition::Create({2, 1}, kDefaultPartitionBytes, 5,
-                                     ShardAssignment::kEven);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  std::vector<std::pair<uint64_t, uint32_t>> got;
-  for (const Chunk& c : partition->chunks())
-    got.push_back({c.num_elements, c.shard});
-  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, uint32_t>>{
-                     {1, 4}, {1, 3}, {1, 1}}));
+  EXPECT_EQ(EvenChunks({2, 1}, 5), (SizesAndShards{{1, 4}, {1, 3}, {1, 1}}));
 }
 
 TEST(PartitionerTest, EvenPutsAnEmptyTensorWithTheElementAfterIt) {
@@ -219,18 +227,9 @@ TEST(PartitionerTest, EvenPutsAnEmptyTensorWithTheElementAfterIt) {
   // 0 and 1. The first empty tensor goes with element 0 (shard 1), the
   // last, past the model's end, to shard 0. A model of no elements is
   // all shard 0's.
-  auto partition = Partition::Create({0, 3, 0}, kDefaultPartitionBytes, 2,
-                                     ShardAssignment::kEven);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  std::vector<std::pair<uint64_t, uint32_t>> got;
-  for (const Chunk& c : partition->chunks())
-    got.push_back({c.num_elements, c.shard});
-  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, uint32_t>>{
-                     {0, 1}, {2, 1}, {1, 0}, {0, 0}}));
-  auto empty = Partition::Create({0, 0}, 8, 3, ShardAssignment::kEven);
-  ASSERT_TRUE(empty.ok()) << empty.status();
-  ASSERT_EQ(empty->chunks().size(), 2u);
-  EXPECT_EQ(empty->chunks()[1].shard, 0u);
+  EXPECT_EQ(EvenChunks({0, 3, 0}, 2),
+            (SizesAndShards{{0, 1}, {2, 1}, {1, 0}, {0, 0}}));
+  EXPECT_EQ(EvenChunks({0, 0}, 3), (SizesAndShards{{0, 0}, {0, 0}}));
 }
 
 TEST(PartitionerTest, EmptyTensorStillHasOneChunk) {
