@@ -7,7 +7,9 @@ plus bytes over the bottleneck link's bandwidth. For tern's parameter
 server the round is one push then one pull, the pull only after every push
 is in, so on the busiest link the two directions do not overlap:
 
-  T = compute + encode + decode + latency + wire
+  T = compute + encode + decode + wire + latency, with the latency's
+      hidden share h taken off as far as the wire covers it:
+      max(latency, wire) + (1 - h) * min(latency, wire)
   wire (dedicated shards) = N * (push + pull) / B
   wire (co-located shards) = (N - 1) / N * (push + pull) / B
 
@@ -27,6 +29,14 @@ bytes at the unshaped links' goodput are taken out. The model then
 predicts every shaped row from the profile and the link's goodput alone,
 and --predict extrapolates to other worker counts and rates.
 
+That latency is not the veths' round trip (tens of microseconds): it is
+the shards' work and the workers' wait for one another while they share
+the machine's cores. On a slow link much of it happens while bytes are
+still on the wire. How much was measured on the runs of 2026-12-01
+(bench/README.md, "The latency behind the wire"): about half, the
+default of --hidden_share; 0 is Appendix B's plain sum, 1 hides all of it
+behind a longer wire.
+
 A TernGrad pull is the sum of N workers' ternary codes, so it grows with
 N. For another N the model scales the profiled pull by the bits a sum takes
 in its layout: ceil(log2(2N+1)) bit-packed; 64 over the most base-(2N+1)
@@ -35,7 +45,7 @@ the sum of N independent codes, each nonzero with the probability that
 gives the profiled pull's bits a sum (parameters: fp32's pull over 4).
 
   bench/model.py [--results runs/bench-net/results.json]
-                 [--predict "N=8,16 mbit=100,20"]
+                 [--predict "N=8,16 mbit=100,20"] [--hidden_share 0.5]
 """
 
 import argparse
@@ -47,6 +57,10 @@ import sys
 SUM_LAYOUTS = {"terngrad": "huffman", "terngrad-2bit": "bits",
                "terngrad-base3": "radix", "terngrad-radix": "radix"}
 
+# The share of the profiled latency a shaped row hides behind its wire
+# (the docstring; bench/README.md, "The latency behind the wire").
+HIDDEN_SHARE = 0.5
+
 
 def wire_s(placement, workers, push, pull, mbit):
     per_worker = push + pull
@@ -55,6 +69,11 @@ def wire_s(placement, workers, push, pull, mbit):
     else:
         on_link = (workers - 1) / workers * per_worker
     return on_link * 8 / (mbit * 1e6)
+
+
+def network_s(latency, wire, hidden_share):
+    """The wire plus the latency it does not hide (the docstring)."""
+    return max(latency, wire) + (1 - hidden_share) * min(latency, wire)
 
 
 def ternary_sum_entropy(workers, nonzero):
@@ -127,8 +146,9 @@ def link_mbit(row):
 class Profile:
     """Per codec and placement: the constants the unshaped rows give."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, hidden_share=HIDDEN_SHARE):
         self.by = {}
+        self.hidden_share = hidden_share
         # The all-to-all goodput as a share of a single flow's, per shaped
         # rate that measured both: --predict's co-located links get the
         # share of the nearest such rate.
@@ -175,9 +195,10 @@ class Profile:
         p = self.by.get((codec, placement))
         if p is None:
             return None
-        return p["cpu_s"] + p["latency_s"] + wire_s(
-            placement, workers, p["push"],
-            self.pull(codec, placement, workers), mbit)
+        wire = wire_s(placement, workers, p["push"],
+                      self.pull(codec, placement, workers), mbit)
+        return p["cpu_s"] + network_s(p["latency_s"], wire,
+                                      self.hidden_share)
 
 
 def check(rows, profile):
@@ -244,7 +265,14 @@ def main():
     parser.add_argument("--results", default="runs/bench-net/results.json")
     parser.add_argument("--predict", default="",
                         help='other shapes, e.g. "N=8,16 mbit=100,20"')
+    parser.add_argument("--hidden_share", type=float, default=HIDDEN_SHARE,
+                        help="the share of the profiled latency a slower "
+                        "link hides behind its wire, 0 to 1 (default "
+                        "%(default)s; 0: Appendix B's sum)")
     args = parser.parse_args()
+    if not 0 <= args.hidden_share <= 1:
+        parser.error("--hidden_share must be within [0, 1], not %g"
+                     % args.hidden_share)
     try:
         with open(args.results) as f:
             rows = json.load(f)
@@ -252,7 +280,7 @@ def main():
         print("bench/model.py: cannot read %s: %s (run bench/net.sh first)"
               % (args.results, e), file=sys.stderr)
         return 2
-    profile = Profile(rows)
+    profile = Profile(rows, args.hidden_share)
     if not profile.by:
         print("bench/model.py: %s has no unshaped rows with a measured "
               "goodput to profile (bench/net.sh --rates must include 0)"

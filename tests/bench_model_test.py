@@ -16,6 +16,10 @@ Usage: bench_model_test.py MODEL_PY
 - a paced row's link is its connections' sum on it, or a single flow's
   goodput where that is lower, and --predict does not scale it by the
   all-to-all share; its codec's pull is the unpaced codec's;
+- the profiled latency: added whole with --hidden_share 0 (Appendix B's
+  sum), hidden behind a longer wire with 1, half of it by default, and
+  never more than the wire covers; the script refuses a share outside
+  [0, 1];
 - on a synthetic results file the script predicts a shaped row from the
   unshaped ones, and --predict prints a larger N with a larger pull.
 """
@@ -136,6 +140,27 @@ def check_paced(model, failures):
                         "TernGrad's")
 
 
+def check_hidden_share(model, failures):
+    """The latency left after the wire, for shares 0, 1 and the default."""
+    cases = ((0.2, 1.0, 0.0, 1.2), (0.2, 1.0, 1.0, 1.0),
+             (0.2, 1.0, model.HIDDEN_SHARE, 1.1), (1.0, 0.2, 0.5, 1.1),
+             (0.3, 0.0, 1.0, 0.3))
+    for latency, wire, share, want in cases:
+        got = model.network_s(latency, wire, share)
+        if abs(got - want) > 1e-12:
+            failures.append("latency %g, wire %g, share %g: %g s, not %g"
+                            % (latency, wire, share, got, want))
+    # A profile of latency 0.08 s (0.2 s step, 0.12 s of computation).
+    unshaped = row(0, "fp32", 4, 4e6, 0.2, 1e9)
+    for share, want in ((0.0, 0.08), (1.0, 0.0), (0.5, 0.04)):
+        profile = model.Profile([unshaped], share)
+        wire = model.wire_s("colocated", 4, 2e6, 4e6, 100.0)
+        got = profile.predict("fp32", "colocated", 4, 100.0) - 0.12 - wire
+        if abs(got - want) > 1e-6:
+            failures.append("share %g left %g s of latency, not %g"
+                            % (share, got, want))
+
+
 def check_script(path, failures):
     rows = [row(0, "fp32", 4, 4e6, 0.2, 10000.0),
             row(0, "terngrad", 4, 2e5, 0.13, 10000.0),
@@ -155,6 +180,11 @@ def check_script(path, failures):
              if "| colocated | terngrad |" in line and "MB" in line]
     if len(pulls) != 2 or not float(pulls[0].split()[0]) < float(pulls[1].split()[0]):
         failures.append("--predict did not grow terngrad's pull: %s" % pulls)
+    refused = subprocess.run([sys.executable, path, "--hidden_share", "1.5"],
+                             capture_output=True, text=True, check=False)
+    if refused.returncode != 2 or "--hidden_share" not in refused.stderr:
+        failures.append("--hidden_share 1.5 was not refused by name: %s"
+                        % refused.stderr)
 
 
 def main():
@@ -164,6 +194,7 @@ def main():
     check_entropy(model, failures)
     check_exchange(model, failures)
     check_paced(model, failures)
+    check_hidden_share(model, failures)
     check_script(sys.argv[1], failures)
     for failure in failures:
         print("FAIL:", failure)
