@@ -14,22 +14,28 @@
 #include "absl/strings/str_cat.h"
 
 namespace tern::net {
-namespace {
 
-// The 4 or 16 bytes of a numeric IP address; nullopt for a name.
-std::optional<std::string> IpBytes(const std::string& host) {
+std::optional<std::string> IpBytes(absl::string_view host) {
+  const std::string text(host);
   in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    return std::string(reinterpret_cast<const char*>(&v6), sizeof(v6));
+  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
+    const char* bytes = reinterpret_cast<const char*>(&v6);
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(bytes + 12, 4);
+    return std::string(bytes, sizeof(v6));
   }
   in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
     return std::string(reinterpret_cast<const char*>(&v4), sizeof(v4));
   }
   return std::nullopt;
 }
 
-}  // namespace
+bool IsLoopbackIp(absl::string_view ip) {
+  if (ip.size() == 4) return static_cast<unsigned char>(ip[0]) == 127;
+  static const in6_addr kLoopback = IN6ADDR_LOOPBACK_INIT;
+  return ip == absl::string_view(reinterpret_cast<const char*>(&kLoopback),
+                                 sizeof(kLoopback));
+}
 
 absl::string_view HostOfAddress(absl::string_view address) {
   if (absl::StartsWith(address, "unix:")) return address;
@@ -48,7 +54,9 @@ absl::string_view HostOfAddress(absl::string_view address) {
 bool IsLoopbackAddress(absl::string_view address) {
   if (absl::StartsWith(address, "unix:")) return true;
   const absl::string_view host = HostOfAddress(address);
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (host == "localhost") return true;
+  const std::optional<std::string> ip = IpBytes(host);
+  return ip.has_value() && IsLoopbackIp(*ip);
 }
 
 absl::StatusOr<std::vector<std::string>> InterfaceAddresses() {
@@ -81,8 +89,7 @@ absl::StatusOr<std::vector<std::string>> InterfaceAddresses() {
 bool IsOnThisHost(absl::string_view address,
                   const std::vector<std::string>& interface_addresses) {
   if (IsLoopbackAddress(address)) return true;
-  const std::optional<std::string> ip =
-      IpBytes(std::string(HostOfAddress(address)));
+  const std::optional<std::string> ip = IpBytes(HostOfAddress(address));
   if (!ip.has_value()) return false;
   for (const std::string& own : interface_addresses) {
     if (IpBytes(own) == ip) return true;

@@ -5,6 +5,7 @@
 #ifndef TERN_COMMON_NET_ADDRESS_H_
 #define TERN_COMMON_NET_ADDRESS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,17 @@ namespace tern::net {
 // returned whole.
 absl::string_view HostOfAddress(absl::string_view address);
 
+// The 4 bytes of a numeric IPv4 address (an IPv4-mapped IPv6 one
+// included) or the 16 of an IPv6 one, in network order; nullopt for a
+// name or anything else.
+std::optional<std::string> IpBytes(absl::string_view host);
+
+// Whether `ip` (IpBytes' form) is loopback: 127.0.0.0/8 or ::1.
+bool IsLoopbackIp(absl::string_view ip);
+
 // Whether `address` reaches only this machine: a unix socket, localhost,
-// 127.0.0.0/8 or ::1. A wildcard (0.0.0.0, [::]), any other address or a
-// name is not loopback.
+// or a loopback IP (IsLoopbackIp). A wildcard (0.0.0.0, [::]), any other
+// address or another name is not loopback.
 bool IsLoopbackAddress(absl::string_view address);
 
 // The numeric IP addresses of this machine's interfaces (getifaddrs), as

@@ -21,13 +21,37 @@ TEST(HostOfAddressTest, DropsSchemeBracketsAndPort) {
 TEST(IsLoopbackAddressTest, OnlyThisMachinesAddressesAreLoopback) {
   for (const char* address :
        {"127.0.0.1:50051", "127.9.8.7:1", "localhost:0", "[::1]:50051",
-        "unix:/tmp/tern.sock", "dns:///localhost:5", "ipv4:127.0.0.1:5"}) {
+        "unix:/tmp/tern.sock", "dns:///localhost:5", "ipv4:127.0.0.1:5",
+        "[::ffff:127.0.0.1]:5"}) {
     EXPECT_TRUE(IsLoopbackAddress(address)) << address;
   }
   for (const char* address :
        {"0.0.0.0:50051", "[::]:50051", "10.0.0.1:50051", "ps-0:50051",
-        "128.0.0.1:5", "localhost.example.com:5", "[::2]:5", ":50051"}) {
+        "128.0.0.1:5", "localhost.example.com:5", "[::2]:5", ":50051",
+        "127.example.com:5"}) {
     EXPECT_FALSE(IsLoopbackAddress(address)) << address;
+  }
+}
+
+TEST(IpBytesTest, NumericAddressesOnlyMappedOnesAsIpv4) {
+  EXPECT_EQ(IpBytes("10.0.0.2"), std::string("\x0a\x00\x00\x02", 4));
+  EXPECT_EQ(IpBytes("::ffff:10.0.0.2"), IpBytes("10.0.0.2"));
+  ASSERT_TRUE(IpBytes("fe80::1").has_value());
+  EXPECT_EQ(IpBytes("fe80::1")->size(), 16u);
+  EXPECT_EQ(IpBytes("FE80:0::1"), IpBytes("fe80::1"));
+  for (const char* host : {"ps-0", "localhost", "10.0.0", "", "1.2.3.4:5"}) {
+    EXPECT_FALSE(IpBytes(host).has_value()) << host;
+  }
+}
+
+TEST(IsLoopbackIpTest, OnlyTheLoopbackNetworks) {
+  for (const char* host : {"127.0.0.1", "127.255.0.9", "::1",
+                           "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackIp(*IpBytes(host))) << host;
+  }
+  for (const char* host : {"128.0.0.1", "10.0.0.2", "::", "::2", "0.0.0.0",
+                           "fe80::1"}) {
+    EXPECT_FALSE(IsLoopbackIp(*IpBytes(host))) << host;
   }
 }
 

@@ -17,13 +17,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/net/address.h"
 
 namespace tern::net {
 namespace {
 
 // The 4 bytes of an IPv4 address (IPv4-mapped IPv6 included) or the 16 of
-// an IPv6 one; nullopt for any other family.
-std::optional<std::string> IpBytes(const sockaddr_storage& address) {
+// an IPv6 one, as address.h's IpBytes gives them; nullopt for any other
+// family.
+std::optional<std::string> SocketIpBytes(const sockaddr_storage& address) {
   if (address.ss_family == AF_INET) {
     const auto& v4 = reinterpret_cast<const sockaddr_in&>(address).sin_addr;
     return std::string(reinterpret_cast<const char*>(&v4), sizeof(v4));
@@ -33,12 +35,6 @@ std::optional<std::string> IpBytes(const sockaddr_storage& address) {
   const char* bytes = reinterpret_cast<const char*>(&v6);
   if (IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(bytes + 12, 4);
   return std::string(bytes, sizeof(v6));
-}
-
-bool IsLoopbackIp(const std::string& ip) {
-  if (ip.size() == 4) return static_cast<unsigned char>(ip[0]) == 127;
-  static const in6_addr kLoopback = IN6ADDR_LOOPBACK_INIT;
-  return ip == std::string(reinterpret_cast<const char*>(&kLoopback), 16);
 }
 
 bool IsTcpStream(int fd) {
@@ -91,8 +87,8 @@ bool ConnectsToAnotherHost(int fd) {
           0) {
     return false;  // not connected (a listener), or closed meanwhile
   }
-  const std::optional<std::string> peer_ip = IpBytes(peer);
-  const std::optional<std::string> local_ip = IpBytes(local);
+  const std::optional<std::string> peer_ip = SocketIpBytes(peer);
+  const std::optional<std::string> local_ip = SocketIpBytes(local);
   return peer_ip && local_ip && !IsLoopbackIp(*peer_ip) &&
          *peer_ip != *local_ip;
 }
