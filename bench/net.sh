@@ -36,7 +36,9 @@
 # aside with --tern while you rebuild) and //deploy/wan:net_probe
 # (--probe). Results go to OUT/<rate>/<placement>/<codec>/ (default
 # runs/bench-net), the rows also to OUT/results.json; --table_only prints
-# the table from them again. Besides the bytes, each run records the TCP
+# the table from them again (and rewrites results.json): every rate,
+# placement and codec run in OUT unless --rates, --placements or --codecs
+# name some; give it the run's --warmup. Besides the bytes, each run records the TCP
 # segments retransmitted, the retransmission timeouts and the packets tbf
 # dropped, summed over the hosts (the table shows them per step). Before
 # the colocated runs at a shaped rate, bench/exchange_probe.py measures the
@@ -70,6 +72,7 @@ table_only=""
 # TCP's headers (bench/README.md, "Paced connections").
 pace_share=0.95
 extra=()
+named=()  # the --rates, --placements and --codecs given: --table_only's choice
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 die() { echo "bench/net.sh: $*" >&2; exit 2; }
@@ -78,9 +81,9 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --workers) workers="$2"; shift 2 ;;
     --shards) shards="$2"; shift 2 ;;
-    --rates) rates="$2"; shift 2 ;;
-    --placements) placements="$2"; shift 2 ;;
-    --codecs) codecs="$2"; shift 2 ;;
+    --rates) rates="$2"; named+=(--rates "$2"); shift 2 ;;
+    --placements) placements="$2"; named+=(--placements "$2"); shift 2 ;;
+    --codecs) codecs="$2"; named+=(--codecs "$2"); shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --batch_size) batch_size="$2"; shift 2 ;;
@@ -126,7 +129,9 @@ table() {
     --json "$out/results.json"
 }
 if [[ -n "$table_only" ]]; then
-  table
+  # Every run in OUT, unless the flags name some.
+  python3 "$here/net_table.py" --out "$out" --warmup "$warmup" "${named[@]}" \
+    --json "$out/results.json"
   exit
 fi
 

@@ -166,15 +166,64 @@ def row(rate, placement, codec, s, fp32):
         split["decode_s"], s["link_bytes"] / 1e6, bound, losses_cell(s))
 
 
+PLACEMENTS = ("dedicated", "colocated")
+
+
+def run_dirs(out):
+    """(rate, placement, codec, directory) of every run under `out`."""
+    found = []
+    for rate in os.listdir(out) if os.path.isdir(out) else []:
+        if not rate.isdigit():
+            continue
+        for placement in PLACEMENTS:
+            base = os.path.join(out, rate, placement)
+            for codec in os.listdir(base) if os.path.isdir(base) else []:
+                run = os.path.join(base, codec)
+                if os.path.exists(os.path.join(run, "counters-before.txt")):
+                    found.append((int(rate), placement, codec, run))
+    return found
+
+
+def discovered(out):
+    """The rates, placements and codecs of the runs under `out`, in the
+    benchmark's order: unshaped first, then the faster rates; codecs in the
+    order of OUT/results.json (the last table's), then any others, fp32's
+    first, by name."""
+    found = run_dirs(out)
+    rates = sorted({r for r, _, _, _ in found}, key=lambda r: (r != 0, -r))
+    placements = [p for p in PLACEMENTS if any(f[1] == p for f in found)]
+    try:
+        with open(os.path.join(out, "results.json")) as f:
+            listed = [row["codec"] for row in json.load(f)]
+    except (OSError, ValueError, TypeError, KeyError):
+        listed = []
+    order = {}
+    for codec in listed:
+        order.setdefault(codec, len(order))
+    codecs = sorted({c for _, _, c, _ in found},
+                    key=lambda c: (order.get(c, len(order)),
+                                   not c.startswith("fp32"), c))
+    return (" ".join(map(str, rates)), " ".join(placements),
+            " ".join(codecs))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--rates", required=True)
-    parser.add_argument("--placements", required=True)
-    parser.add_argument("--codecs", required=True)
+    parser.add_argument("--rates", help="default: every rate run in OUT")
+    parser.add_argument("--placements",
+                        help="default: every placement run in OUT")
+    parser.add_argument("--codecs", help="default: every codec run in OUT")
     parser.add_argument("--warmup", type=int, required=True)
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
+    rates, placements, codecs = discovered(args.out)
+    args.rates = args.rates or rates
+    args.placements = args.placements or placements
+    args.codecs = args.codecs or codecs
+    if not (args.rates and args.placements and args.codecs):
+        print("bench/net_table.py: no runs in %s" % args.out, file=sys.stderr)
+        return 2
     for rate in (int(r) for r in args.rates.split()):
         for line in link_setup(args.out, rate):
             print("%s: %s" % (rate_name(rate), line))

@@ -21,6 +21,10 @@
 #   - --queue_ms and --congestion reach the links (the table's header);
 #   - --trace samples every worker host's link, and the samples add up to
 #     the bytes its counters saw;
+#   - --table_only (with the run's --warmup) without --rates/--codecs
+#     prints the run's table again,
+#     its rate and codecs outside the defaults included, and leaves
+#     results.json's 12 rows;
 #   - no namespace of the benchmark is left afterwards.
 # Without root or network namespaces it prints "SKIPPED: <reason>".
 #
@@ -131,4 +135,10 @@ grep -Eq '^\| unshaped \| dedicated \| fp32 \| .* \| - \| [0-9]+ / [0-9.]+ / 0 \
   fail "the unshaped fp32 row has a wire bound"
 grep -q '^| 200 mbit/s | colocated | terngrad |' "$TEST_TMPDIR/table.md" ||
   fail "no 200 mbit/s colocated terngrad row"
+"$BENCH" --table_only --warmup 1 --out "$OUT" >"$TEST_TMPDIR/again.md" ||
+  fail "--table_only exited $?"
+diff <(grep '^| ' "$TEST_TMPDIR/table.md") <(grep '^| ' "$TEST_TMPDIR/again.md") ||
+  fail "--table_only's table differs from the run's (above)"
+[[ $(/usr/bin/python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' \
+  "$OUT/results.json") == 12 ]] || fail "--table_only rewrote results.json without some rows"
 echo PASS
