@@ -24,8 +24,11 @@ A paced row's connections share each link evenly at the rates bench/net.sh
 gave them: B is their sum on one link, or a single flow's goodput if that
 is lower.
 The profile is the benchmark's unshaped rows: compute, encode
-and decode per codec, and the latency left in their network time once the
-bytes at the unshaped links' goodput are taken out. The model then
+and decode per codec (the lower of its two placements' rows, since they
+do not depend on the placement and the higher was slowed more by the
+processes sharing the cores), and the latency left in each row's network
+time once its computation and its bytes at the unshaped links' goodput
+are taken out. The model then
 predicts every shaped row from the profile and the link's goodput alone,
 and --predict extrapolates to other worker counts and rates.
 
@@ -172,6 +175,14 @@ class Profile:
                 "pull": r["pull_msg_bytes"],
                 "workers": r["workers"],
             }
+        # A codec's computation, encode and decode do not depend on where
+        # its shards are: of its placements' unshaped rows, the lower is the
+        # one the other processes on the shared cores slowed less.
+        least = {}
+        for (codec, _), p in self.by.items():
+            least[codec] = min(p["cpu_s"], least.get(codec, p["cpu_s"]))
+        for (codec, _), p in self.by.items():
+            p["cpu_s"] = least[codec]
 
     def exchange_share(self, mbit):
         """The share measured at the rate nearest `mbit` (by ratio); 1

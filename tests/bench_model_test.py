@@ -20,6 +20,8 @@ Usage: bench_model_test.py MODEL_PY
   sum), hidden behind a longer wire with 1, half of it by default, and
   never more than the wire covers; the script refuses a share outside
   [0, 1];
+- a codec's computation is the lower of its two placements' unshaped
+  rows, each placement keeping its own latency;
 - on a synthetic results file the script predicts a shaped row from the
   unshaped ones, and --predict prints a larger N with a larger pull.
 """
@@ -161,6 +163,21 @@ def check_hidden_share(model, failures):
                             % (share, got, want))
 
 
+def check_least_computation(model, failures):
+    """Both placements' profiles take the lower computation of the two."""
+    colocated = row(0, "fp32", 4, 4e6, 0.2, 1e9)
+    dedicated = dict(row(0, "fp32", 4, 4e6, 0.3, 1e9), placement="dedicated")
+    dedicated["result"]["split"] = dict(dedicated["result"]["split"],
+                                        compute_s=0.15)
+    profile = model.Profile([colocated, dedicated])
+    for placement, latency in (("colocated", 0.08), ("dedicated", 0.13)):
+        p = profile.by[("fp32", placement)]
+        if abs(p["cpu_s"] - 0.12) > 1e-9 or abs(p["latency_s"] - latency) > 1e-6:
+            failures.append("%s: computation %g s, latency %g s; not 0.12 "
+                            "and %g" % (placement, p["cpu_s"], p["latency_s"],
+                                        latency))
+
+
 def check_script(path, failures):
     rows = [row(0, "fp32", 4, 4e6, 0.2, 10000.0),
             row(0, "terngrad", 4, 2e5, 0.13, 10000.0),
@@ -195,6 +212,7 @@ def main():
     check_exchange(model, failures)
     check_paced(model, failures)
     check_hidden_share(model, failures)
+    check_least_computation(model, failures)
     check_script(sys.argv[1], failures)
     for failure in failures:
         print("FAIL:", failure)
