@@ -38,14 +38,15 @@
 # runs/bench-net), the rows also to OUT/results.json; --table_only prints
 # the table from them again (and rewrites results.json): every rate,
 # placement and codec run in OUT unless --rates, --placements or --codecs
-# name some; give it the run's --warmup. Besides the bytes, each run records the TCP
-# segments retransmitted, the retransmission timeouts and the packets tbf
-# dropped, summed over the hosts (the table shows them per step). Before
-# the colocated runs at a shaped rate, bench/exchange_probe.py measures the
-# worker hosts' all-to-all goodput (results.json's exchange_mbit, which
-# bench/model.py uses for those rows). --trace
-# also samples every worker host's link counters every 10 ms during each
-# run into trace-<host>.txt (bench/link_trace.py show draws one).
+# name some; give it the run's --warmup. Besides the bytes, each run
+# records the TCP segments retransmitted, the retransmission timeouts and
+# the packets tbf dropped, summed over the hosts (the table shows them per
+# step). Before the colocated runs at a shaped rate,
+# bench/exchange_probe.py measures the worker hosts' all-to-all goodput
+# (results.json's exchange_mbit, which bench/model.py uses for those
+# rows). --trace also samples every worker host's link counters every 10
+# ms during each run into trace-<host>.txt (bench/link_trace.py show draws
+# one).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
