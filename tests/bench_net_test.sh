@@ -22,9 +22,8 @@
 #   - --trace samples every worker host's link, and the samples add up to
 #     the bytes its counters saw;
 #   - --table_only (with the run's --warmup) without --rates/--codecs
-#     prints the run's table again,
-#     its rate and codecs outside the defaults included, and leaves
-#     results.json's 12 rows;
+#     prints the run's table again, its rate and codecs outside the
+#     defaults included, and leaves results.json's 12 rows;
 #   - no namespace of the benchmark is left afterwards.
 # Without root or network namespaces it prints "SKIPPED: <reason>".
 #
