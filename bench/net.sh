@@ -124,15 +124,14 @@ for c in $codecs; do
     die "--codecs: unknown '$c'"
 done
 
+# The table of the runs the arguments select (net_table.py: all in OUT
+# unless --rates, --placements or --codecs name some).
 table() {
-  python3 "$here/net_table.py" --out "$out" --rates "$rates" \
-    --placements "$placements" --codecs "$codecs" --warmup "$warmup" \
+  python3 "$here/net_table.py" --out "$out" --warmup "$warmup" "$@" \
     --json "$out/results.json"
 }
 if [[ -n "$table_only" ]]; then
-  # Every run in OUT, unless the flags name some.
-  python3 "$here/net_table.py" --out "$out" --warmup "$warmup" "${named[@]}" \
-    --json "$out/results.json"
+  table "${named[@]}"
   exit
 fi
 
@@ -391,5 +390,5 @@ for rate in $rates; do
   done
 done
 cleanup
-table
+table --rates "$rates" --placements "$placements" --codecs "$codecs"
 [[ $failed -eq 0 ]] || { echo "bench/net.sh: $failed run(s) failed" >&2; exit 1; }

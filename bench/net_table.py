@@ -169,8 +169,8 @@ def row(rate, placement, codec, s, fp32):
 PLACEMENTS = ("dedicated", "colocated")
 
 
-def run_dirs(out):
-    """(rate, placement, codec, directory) of every run under `out`."""
+def runs_in(out):
+    """(rate, placement, codec) of every run under `out`."""
     found = []
     for rate in os.listdir(out) if os.path.isdir(out) else []:
         if not rate.isdigit():
@@ -178,9 +178,9 @@ def run_dirs(out):
         for placement in PLACEMENTS:
             base = os.path.join(out, rate, placement)
             for codec in os.listdir(base) if os.path.isdir(base) else []:
-                run = os.path.join(base, codec)
-                if os.path.exists(os.path.join(run, "counters-before.txt")):
-                    found.append((int(rate), placement, codec, run))
+                if os.path.exists(os.path.join(base, codec,
+                                               "counters-before.txt")):
+                    found.append((int(rate), placement, codec))
     return found
 
 
@@ -189,8 +189,8 @@ def discovered(out):
     benchmark's order: unshaped first, then the faster rates; codecs in the
     order of OUT/results.json (the last table's), then any others, fp32's
     first, by name."""
-    found = run_dirs(out)
-    rates = sorted({r for r, _, _, _ in found}, key=lambda r: (r != 0, -r))
+    found = runs_in(out)
+    rates = sorted({r for r, _, _ in found}, key=lambda r: (r != 0, -r))
     placements = [p for p in PLACEMENTS if any(f[1] == p for f in found)]
     try:
         with open(os.path.join(out, "results.json")) as f:
@@ -200,7 +200,7 @@ def discovered(out):
     order = {}
     for codec in listed:
         order.setdefault(codec, len(order))
-    codecs = sorted({c for _, _, c, _ in found},
+    codecs = sorted({c for _, _, c in found},
                     key=lambda c: (order.get(c, len(order)),
                                    not c.startswith("fp32"), c))
     return (" ".join(map(str, rates)), " ".join(placements),
