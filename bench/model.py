@@ -5,13 +5,26 @@ In the spirit of TernGrad's Appendix B (Wen et al. 2017): a step is its
 computation plus its communication, the communication a latency per round
 plus bytes over the bottleneck link's bandwidth. For tern's parameter
 server the round is one push then one pull, the pull only after every push
-is in, so on the busiest link the two directions do not overlap:
+is in:
 
   T = compute + encode + decode + wire + latency, with the latency's
       hidden share h taken off as far as the wire covers it:
       max(latency, wire) + (1 - h) * min(latency, wire)
-  wire (dedicated shards) = N * (push + pull) / B
   wire (co-located shards) = (N - 1) / N * (push + pull) / B
+  wire (dedicated shards) = max(P, Q) + (1 - d) * min(P, Q),
+      P = N * push / B, Q = N * pull / B
+
+With a shard on every worker host, a host's uplink carries both its
+worker's pushes and its shard's answers, one after the other. The shard
+host's link carries the pushes in and the answers out, two directions of
+a duplex link: a worker answered before the others computes and pushes its
+next step while they still pull, so a share d of the shorter direction
+goes by while the other is busy (--duplex_share). d was measured on fp32
+and fp16 rows, whose latency is nil and whose computation is small beside
+their wire: (P + Q - network) / min(P, Q) had a median of 0.16 over the
+eight dedicated shaped rows of the runs of 2026-12-01 (bench/README.md,
+"Both directions of the shard host's link"). 0 is the plain sum, 1 the
+bound of the busier direction.
 
 push and pull are one worker's message bytes a step, B the link's measured
 TCP goodput: for dedicated shards a single flow's (tern-wan check), since
@@ -49,6 +62,7 @@ gives the profiled pull's bits a sum (parameters: fp32's pull over 4).
 
   bench/model.py [--results runs/bench-net/results.json]
                  [--predict "N=8,16 mbit=100,20"] [--hidden_share 0.5]
+                 [--duplex_share 0.16]
 """
 
 import argparse
@@ -64,14 +78,19 @@ SUM_LAYOUTS = {"terngrad": "huffman", "terngrad-2bit": "bits",
 # (the docstring; bench/README.md, "The latency behind the wire").
 HIDDEN_SHARE = 0.5
 
+# The share of the shorter direction of a dedicated shard host's link that
+# goes by while the other direction is busy (the docstring).
+DUPLEX_SHARE = 0.16
 
-def wire_s(placement, workers, push, pull, mbit):
-    per_worker = push + pull
+
+def wire_s(placement, workers, push, pull, mbit, duplex_share=DUPLEX_SHARE):
+    seconds_per_byte = 8 / (mbit * 1e6)
     if placement == "dedicated":
-        on_link = workers * per_worker
-    else:
-        on_link = (workers - 1) / workers * per_worker
-    return on_link * 8 / (mbit * 1e6)
+        into = workers * push * seconds_per_byte
+        out_of = workers * pull * seconds_per_byte
+        return (max(into, out_of) +
+                (1 - duplex_share) * min(into, out_of))
+    return (workers - 1) / workers * (push + pull) * seconds_per_byte
 
 
 def network_s(latency, wire, hidden_share):
@@ -149,9 +168,11 @@ def link_mbit(row):
 class Profile:
     """Per codec and placement: the constants the unshaped rows give."""
 
-    def __init__(self, rows, hidden_share=HIDDEN_SHARE):
+    def __init__(self, rows, hidden_share=HIDDEN_SHARE,
+                 duplex_share=DUPLEX_SHARE):
         self.by = {}
         self.hidden_share = hidden_share
+        self.duplex_share = duplex_share
         # The all-to-all goodput as a share of a single flow's, per shaped
         # rate that measured both: --predict's co-located links get the
         # share of the nearest such rate.
@@ -164,7 +185,7 @@ class Profile:
                 continue
             split = r["split"]
             wire = wire_s(row["placement"], r["workers"], r["push_msg_bytes"],
-                          r["pull_msg_bytes"], link_mbit(row))
+                          r["pull_msg_bytes"], link_mbit(row), duplex_share)
             self.by[(row["codec"], row["placement"])] = {
                 "cpu_s": (split["compute_s"] + split["encode_s"] +
                           split["decode_s"]),
@@ -207,7 +228,8 @@ class Profile:
         if p is None:
             return None
         wire = wire_s(placement, workers, p["push"],
-                      self.pull(codec, placement, workers), mbit)
+                      self.pull(codec, placement, workers), mbit,
+                      self.duplex_share)
         return p["cpu_s"] + network_s(p["latency_s"], wire,
                                       self.hidden_share)
 
@@ -280,10 +302,16 @@ def main():
                         help="the share of the profiled latency a slower "
                         "link hides behind its wire, 0 to 1 (default "
                         "%(default)s; 0: Appendix B's sum)")
+    parser.add_argument("--duplex_share", type=float, default=DUPLEX_SHARE,
+                        help="the share of the shorter direction of a "
+                        "dedicated shard host's link that goes by while "
+                        "the other is busy, 0 to 1 (default %(default)s; "
+                        "0: the plain sum)")
     args = parser.parse_args()
-    if not 0 <= args.hidden_share <= 1:
-        parser.error("--hidden_share must be within [0, 1], not %g"
-                     % args.hidden_share)
+    for name in ("hidden_share", "duplex_share"):
+        if not 0 <= getattr(args, name) <= 1:
+            parser.error("--%s must be within [0, 1], not %g"
+                         % (name, getattr(args, name)))
     try:
         with open(args.results) as f:
             rows = json.load(f)
@@ -291,7 +319,7 @@ def main():
         print("bench/model.py: cannot read %s: %s (run bench/net.sh first)"
               % (args.results, e), file=sys.stderr)
         return 2
-    profile = Profile(rows, args.hidden_share)
+    profile = Profile(rows, args.hidden_share, args.duplex_share)
     if not profile.by:
         print("bench/model.py: %s has no unshaped rows with a measured "
               "goodput to profile (bench/net.sh --rates must include 0)"

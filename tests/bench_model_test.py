@@ -20,6 +20,10 @@ Usage: bench_model_test.py MODEL_PY
   sum), hidden behind a longer wire with 1, half of it by default, and
   never more than the wire covers; the script refuses a share outside
   [0, 1];
+- a dedicated shard host's link: its two directions added whole with
+  --duplex_share 0, the busier one alone with 1, the default's share of
+  the shorter one in between; co-located links add both whatever the
+  share; the script refuses a share outside [0, 1];
 - a codec's computation is the lower of its two placements' unshaped
   rows, each placement keeping its own latency;
 - on a synthetic results file the script predicts a shaped row from the
@@ -163,6 +167,34 @@ def check_hidden_share(model, failures):
                             % (share, got, want))
 
 
+def check_duplex_share(model, failures):
+    """A dedicated link's directions: 4 s of pushes in, 8 s of pulls out."""
+    default = 8.0 + (1 - model.DUPLEX_SHARE) * 4.0
+    for share, want in ((0.0, 12.0), (1.0, 8.0),
+                        (model.DUPLEX_SHARE, default)):
+        got = model.wire_s("dedicated", 4, 1e6, 2e6, 8.0, share)
+        if abs(got - want) > 1e-9:
+            failures.append("dedicated wire at duplex share %g: %g s, not %g"
+                            % (share, got, want))
+        colocated = model.wire_s("colocated", 4, 1e6, 2e6, 8.0, share)
+        if abs(colocated - 2.25) > 1e-9:
+            failures.append("co-located wire at duplex share %g: %g s, "
+                            "not 2.25" % (share, colocated))
+    if not 0.1 < model.DUPLEX_SHARE < 0.25:
+        failures.append("default duplex share %g is not the measured 0.16"
+                        % model.DUPLEX_SHARE)
+    unshaped = dict(row(0, "fp32", 4, 4e6, 0.2, 1e9), placement="dedicated")
+    for share in (0.0, 1.0):
+        profile = model.Profile([unshaped], 0.5, share)
+        got = profile.predict("fp32", "dedicated", 4, 8.0)
+        want = 0.12 + model.network_s(
+            profile.by[("fp32", "dedicated")]["latency_s"],
+            model.wire_s("dedicated", 4, 2e6, 4e6, 8.0, share), 0.5)
+        if abs(got - want) > 1e-9 or (share == 1.0 and not got < 20.0):
+            failures.append("the profile's share %g predicted %g s, not %g"
+                            % (share, got, want))
+
+
 def check_least_computation(model, failures):
     """Both placements' profiles take the lower computation of the two."""
     colocated = row(0, "fp32", 4, 4e6, 0.2, 1e9)
@@ -197,11 +229,12 @@ def check_script(path, failures):
              if "| colocated | terngrad |" in line and "MB" in line]
     if len(pulls) != 2 or not float(pulls[0].split()[0]) < float(pulls[1].split()[0]):
         failures.append("--predict did not grow terngrad's pull: %s" % pulls)
-    refused = subprocess.run([sys.executable, path, "--hidden_share", "1.5"],
-                             capture_output=True, text=True, check=False)
-    if refused.returncode != 2 or "--hidden_share" not in refused.stderr:
-        failures.append("--hidden_share 1.5 was not refused by name: %s"
-                        % refused.stderr)
+    for flag in ("--hidden_share", "--duplex_share"):
+        refused = subprocess.run([sys.executable, path, flag, "1.5"],
+                                 capture_output=True, text=True, check=False)
+        if refused.returncode != 2 or flag not in refused.stderr:
+            failures.append("%s 1.5 was not refused by name: %s"
+                            % (flag, refused.stderr))
 
 
 def main():
@@ -212,6 +245,7 @@ def main():
     check_exchange(model, failures)
     check_paced(model, failures)
     check_hidden_share(model, failures)
+    check_duplex_share(model, failures)
     check_least_computation(model, failures)
     check_script(sys.argv[1], failures)
     for failure in failures:
