@@ -15,19 +15,32 @@
 
 namespace tern::net {
 
-std::optional<std::string> IpBytes(absl::string_view host) {
-  const std::string text(host);
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
-    const char* bytes = reinterpret_cast<const char*>(&v6);
-    if (IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(bytes + 12, 4);
-    return std::string(bytes, sizeof(v6));
-  }
-  in_addr v4{};
-  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+std::optional<std::string> SocketIpBytes(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address).sin_addr;
     return std::string(reinterpret_cast<const char*>(&v4), sizeof(v4));
   }
-  return std::nullopt;
+  if (address.ss_family != AF_INET6) return std::nullopt;
+  const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
+  const char* bytes = reinterpret_cast<const char*>(&v6);
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(bytes + 12, 4);
+  return std::string(bytes, sizeof(v6));
+}
+
+std::optional<std::string> IpBytes(absl::string_view host) {
+  const std::string text(host);
+  sockaddr_storage address{};
+  if (inet_pton(AF_INET6, text.c_str(),
+                &reinterpret_cast<sockaddr_in6&>(address).sin6_addr) == 1) {
+    address.ss_family = AF_INET6;
+  } else if (inet_pton(AF_INET, text.c_str(),
+                       &reinterpret_cast<sockaddr_in&>(address).sin_addr) ==
+             1) {
+    address.ss_family = AF_INET;
+  } else {
+    return std::nullopt;
+  }
+  return SocketIpBytes(address);
 }
 
 bool IsLoopbackIp(absl::string_view ip) {

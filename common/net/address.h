@@ -5,6 +5,8 @@
 #ifndef TERN_COMMON_NET_ADDRESS_H_
 #define TERN_COMMON_NET_ADDRESS_H_
 
+#include <sys/socket.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,10 @@ absl::string_view HostOfAddress(absl::string_view address);
 // included) or the 16 of an IPv6 one, in network order; nullopt for a
 // name or anything else.
 std::optional<std::string> IpBytes(absl::string_view host);
+
+// The same bytes of a socket's address (getpeername, getsockname); nullopt
+// for a family other than AF_INET and AF_INET6.
+std::optional<std::string> SocketIpBytes(const sockaddr_storage& address);
 
 // Whether `ip` (IpBytes' form) is loopback: 127.0.0.0/8 or ::1.
 bool IsLoopbackIp(absl::string_view ip);

@@ -1,5 +1,8 @@
 #include "common/net/address.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <string>
 #include <vector>
 
@@ -42,6 +45,29 @@ TEST(IpBytesTest, NumericAddressesOnlyMappedOnesAsIpv4) {
   for (const char* host : {"ps-0", "localhost", "10.0.0", "", "1.2.3.4:5"}) {
     EXPECT_FALSE(IpBytes(host).has_value()) << host;
   }
+}
+
+TEST(SocketIpBytesTest, TheSameBytesAsTheAddressesText) {
+  sockaddr_storage v4{};
+  v4.ss_family = AF_INET;
+  ASSERT_EQ(inet_pton(AF_INET, "10.0.0.2",
+                      &reinterpret_cast<sockaddr_in&>(v4).sin_addr),
+            1);
+  EXPECT_EQ(SocketIpBytes(v4), IpBytes("10.0.0.2"));
+  sockaddr_storage mapped{};
+  mapped.ss_family = AF_INET6;
+  ASSERT_EQ(inet_pton(AF_INET6, "::ffff:10.0.0.2",
+                      &reinterpret_cast<sockaddr_in6&>(mapped).sin6_addr),
+            1);
+  EXPECT_EQ(SocketIpBytes(mapped), IpBytes("10.0.0.2"));
+  sockaddr_storage v6 = mapped;
+  ASSERT_EQ(inet_pton(AF_INET6, "fe80::1",
+                      &reinterpret_cast<sockaddr_in6&>(v6).sin6_addr),
+            1);
+  EXPECT_EQ(SocketIpBytes(v6), IpBytes("fe80::1"));
+  sockaddr_storage unix_socket{};
+  unix_socket.ss_family = AF_UNIX;
+  EXPECT_FALSE(SocketIpBytes(unix_socket).has_value());
 }
 
 TEST(IsLoopbackIpTest, OnlyTheLoopbackNetworks) {

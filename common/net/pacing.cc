@@ -22,21 +22,6 @@
 namespace tern::net {
 namespace {
 
-// The 4 bytes of an IPv4 address (IPv4-mapped IPv6 included) or the 16 of
-// an IPv6 one, as address.h's IpBytes gives them; nullopt for any other
-// family.
-std::optional<std::string> SocketIpBytes(const sockaddr_storage& address) {
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address).sin_addr;
-    return std::string(reinterpret_cast<const char*>(&v4), sizeof(v4));
-  }
-  if (address.ss_family != AF_INET6) return std::nullopt;
-  const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
-  const char* bytes = reinterpret_cast<const char*>(&v6);
-  if (IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(bytes + 12, 4);
-  return std::string(bytes, sizeof(v6));
-}
-
 bool IsTcpStream(int fd) {
   int type = 0;
   socklen_t length = sizeof(type);
