@@ -1,16 +1,13 @@
 #include "global/gs_flags.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags/flags.h"
-#include "common/metrics/metrics_flags.h"
-#include "common/net/pacing_flag.h"
 #include "common/net/tls_flags.h"
+#include "common/process/server_role_flags.h"
 #include "common/status_macros.h"
 
 namespace tern::global {
@@ -18,10 +15,6 @@ namespace {
 
 using flags::FinitePositive;
 using flags::Flag;
-using flags::HostPort;
-using flags::IsHostPort;
-using flags::kMaxMessageMb;
-using flags::LogLevel;
 
 // A round's stored answers are kept for 2 x (max_lag + 1) rounds; a bound keeps
 // that memory finite and the flag meaningful.
@@ -31,14 +24,22 @@ constexpr uint32_t kMaxMaxLag = 1000;
 
 void AddGsFlags(CLI::App* app, GsOptions* o) {
   constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
-  Flag(app, "listen", &o->listen,
-       "host:port to serve on; port 0 picks a free port (see --port_file)")
-      ->check(HostPort());
-  Flag(app, "port_file", &o->port_file,
-       "file the bound port is written to once the GS serves (empty: none)");
-  Flag(app, "report_file", &o->report_file,
-       "the GS writes its report here as it stops: rounds and bytes (JSON; "
-       "empty: none)");
+  process::AddServerRoleFlags(
+      app, o,
+      {.report_file = "the GS writes its report here as it stops: rounds and "
+                      "bytes (JSON; empty: none)",
+       .max_message_mb = "largest message sent or received, in MiB; a "
+                         "round's answer for the whole model must fit",
+       .state_dir =
+           "keep the global server's state in this directory "
+           "(global.state, rewritten as data centers register, at each "
+           "round's close and at each late answer) and resume from it when "
+           "restarted with the same --num_datacenters and --seed, so that a "
+           "killed GS does not end the run; empty: none",
+       .state_sync = "with --state_dir: flush each state write to disk "
+                     "(survives a machine crash, not only a killed process)",
+       .log_level = "trace, debug, info (one line per round), warn, error, "
+                    "critical or off"});
   Flag(app, "num_datacenters", &o->num_datacenters,
        "K: the data centers (local parameter servers) that register")
       ->check(CLI::Range(1u, kU32Max));
@@ -56,37 +57,11 @@ void AddGsFlags(CLI::App* app, GsOptions* o) {
        "how long a held call waits before it is answered UNAVAILABLE "
        "naming the lagging data centers (the LPS retries)")
       ->check(FinitePositive());
-  Flag(app, "max_message_mb", &o->max_message_mb,
-       "largest message sent or received, in MiB; a round's answer for the "
-       "whole model must fit")
-      ->check(CLI::Range(1u, kMaxMessageMb));
-  net::AddPaceFlag(app, &o->pace_mbit);
-  Flag(app, "state_dir", &o->state_dir,
-       "keep the global server's state in this directory (global.state, "
-       "rewritten as data centers register, at each round's close and at "
-       "each late answer) and resume from it when restarted with the same "
-       "--num_datacenters and --seed, so that a killed GS does not end the "
-       "run; empty: none");
-  Flag(app, "state_sync", &o->state_sync,
-       "with --state_dir: flush each state write to disk (survives a machine "
-       "crash, not only a killed process)");
-  Flag(app, "log_level", &o->log_level,
-       "trace, debug, info (one line per round), warn, error, critical or "
-       "off")
-      ->check(LogLevel());
-  net::AddTlsFlags(app, &o->tls);
-  net::AddInsecureFlag(app, &o->insecure);
-  metrics::AddMetricsFlags(app, &o->metrics);
-  net::AddServingRunIdFlag(app, &o->run_id);
 }
 
 absl::Status ValidateGsOptions(const GsOptions& o) {
-  TERN_RETURN_IF_ERROR(metrics::ValidateMetricsOptions(o.metrics));
-  if (!IsHostPort(o.listen)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen: '", o.listen, "' is not of the form host:port"));
-  }
-  TERN_RETURN_IF_ERROR(net::ValidateServingRunId(o.run_id));
+  TERN_RETURN_IF_ERROR(
+      process::ValidateServerRoleOptions(o, net::TlsUse::kServe));
   if (o.num_datacenters == 0) {
     return absl::InvalidArgumentError("--num_datacenters must be at least 1");
   }
@@ -95,12 +70,7 @@ absl::Status ValidateGsOptions(const GsOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_lag=", o.max_lag, " is not in [0, ", kMaxMaxLag, "]"));
   }
-  TERN_RETURN_IF_ERROR(
-      flags::CheckFinitePositive("hold_timeout_s", o.hold_timeout_s));
-  TERN_RETURN_IF_ERROR(
-      flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level));
-  return net::ValidateServingTransport(o.tls, o.insecure, net::TlsUse::kServe,
-                                       o.listen);
+  return flags::CheckFinitePositive("hold_timeout_s", o.hold_timeout_s);
 }
 
 }  // namespace tern::global

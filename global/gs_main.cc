@@ -7,12 +7,10 @@
 #include "absl/time/time.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics.h"
-#include "common/net/pacing.h"
-#include "common/net/peer_identity.h"
 #include "common/net/server.h"
-#include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
+#include "common/process/server_role.h"
 #include "common/records/server_report.h"
 #include "global/gs_flags.h"
 #include "global/gs_metrics.h"
@@ -49,9 +47,8 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const GsOptions& options,
                                                    GsService* service,
                                                    const Logger& logger) {
   return net::StartLogged(
-      net::ServerOptionsFromFlags(
-          options.listen, options.tls, options.insecure, options.max_message_mb,
-          static_cast<int>(options.num_datacenters), logger),
+      process::ServingOptions(
+          options, static_cast<int>(options.num_datacenters), logger),
       {{service, tern::v1::GlobalServer::service_full_name()}});
 }
 
@@ -105,11 +102,8 @@ int ServeRounds(const GsOptions& options, const Logger& logger,
   // Declared after the aggregator, so the server goes first.
   // Under mTLS a caller must be the LPS of the data center it names, of
   // --run_id when it is set.
-  GsService service(
-      aggregator->get(), logger,
-      net::PeerPolicy::For(
-          net::SecurityFromFlags(options.tls, options.insecure),
-          options.run_id));
+  GsService service(aggregator->get(), logger,
+                    process::CallerPolicy(options));
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   // Most often the port is still held by a previous instance (transient);
@@ -149,22 +143,11 @@ int ServeRounds(const GsOptions& options, const Logger& logger,
 int RunGlobalServer(const GsOptions& options, Logger logger,
                     const process::StopRequest& stop) {
   if (logger == nullptr) logger = MakeLogger("global", "0");
-  if (absl::Status status = ValidateGsOptions(options); !status.ok()) {
-    logger->error("{}", std::string(status.message()));
-    return process::kExitPermanent;
-  }
-  logger->set_level(*ParseLogLevel(options.log_level));
-  const std::unique_ptr<net::ConnectionPacer> pacer =
-      net::PaceConnections(options.pace_mbit, logger);
-  absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
-      metrics::Metrics::Start(options.metrics, logger);
-  if (!metrics.ok()) {
-    logger->error("{}", std::string(metrics.status().message()));
-    return process::ExitCodeFor(metrics.status());
-  }
-  const int exit_code = ServeRounds(options, logger, stop, **metrics);
-  (*metrics)->Linger();
-  return exit_code;
+  return process::RunServerRole(
+      options, ValidateGsOptions(options), logger,
+      [&](metrics::Metrics& metrics) {
+        return ServeRounds(options, logger, stop, metrics);
+      });
 }
 
 }  // namespace tern::global

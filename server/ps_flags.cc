@@ -10,10 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/flags/flags.h"
-#include "common/metrics/metrics_flags.h"
-#include "common/net/pacing_flag.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
+#include "common/process/server_role_flags.h"
 #include "common/status_macros.h"
 #include "server/worker_loss.h"
 
@@ -23,10 +22,7 @@ namespace {
 using flags::EnumName;
 using flags::FinitePositive;
 using flags::Flag;
-using flags::HostPort;
 using flags::IsHostPort;
-using flags::kMaxMessageMb;
-using flags::LogLevel;
 
 std::string RunModeNames() { return "terngrad, weightgrad, gaia"; }
 
@@ -78,18 +74,9 @@ WeightCodec EffectiveWeightCodec(const PsOptions& options) {
 
 namespace {
 
-// Where the server listens, and the shard it is among the workers'.
+// The shard this server is among the workers'.
 void AddShardFlags(CLI::App* app, PsOptions* o) {
   constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
-  Flag(app, "listen", &o->listen,
-       "host:port to serve on; port 0 picks a free port (see --port_file)")
-      ->check(HostPort());
-  Flag(app, "port_file", &o->port_file,
-       "file the bound port is written to once the shard serves (empty: "
-       "none)");
-  Flag(app, "report_file", &o->report_file,
-       "an LPS writes its report here as it stops: steps, checksum, WAN "
-       "bytes (JSON; empty: none)");
   Flag(app, "shard_index", &o->shard_index,
        "this shard's index in [0, num_shards)");
   Flag(app, "num_shards", &o->num_shards, "number of parameter-server shards")
@@ -134,39 +121,31 @@ void AddWaitFlags(CLI::App* app, PsOptions* o) {
       ->check(CLI::NonNegativeNumber);
 }
 
-// The state kept on disk for a restart.
-void AddStateFlags(CLI::App* app, PsOptions* o) {
-  Flag(app, "state_dir", &o->state_dir,
-       "keep the server's state in this directory and resume from it when "
-       "restarted with the same flags, so that a killed server does not end "
-       "the run; terngrad: shard-<index>.state, rewritten at each step (the "
-       "run resumes bit-identical); weightgrad/gaia: lps.state, written with "
-       "a round every --checkpoint_every steps (the workers rejoin and redo "
-       "the steps since); empty: none");
+// The flags every server role has, with the shard's and the LPS's help.
+void AddServingFlags(CLI::App* app, PsOptions* o) {
+  process::AddServerRoleFlags(
+      app, o,
+      {.report_file = "an LPS writes its report here as it stops: steps, "
+                      "checksum, WAN bytes (JSON; empty: none)",
+       .max_message_mb = "largest message sent or received, in MiB; the "
+                         "shard's part of the model must fit in fp32",
+       .state_dir =
+           "keep the server's state in this directory and resume from it "
+           "when restarted with the same flags, so that a killed server "
+           "does not end the run; terngrad: shard-<index>.state, rewritten "
+           "at each step (the run resumes bit-identical); weightgrad/gaia: "
+           "lps.state, written with a round every --checkpoint_every steps "
+           "(the workers rejoin and redo the steps since); empty: none",
+       .state_sync = "with --state_dir: flush each state write to disk "
+                     "(survives a machine crash, not only a killed process; "
+                     "costs a disk flush per step)",
+       .log_level = "trace, debug (one line per step), info, warn, error, "
+                    "critical or off"});
   Flag(app, "checkpoint_every", &o->checkpoint_every,
        "weightgrad/gaia with --state_dir: write the LPS's state with the "
        "first round built at least this many local steps after the last "
        "write (0: with every round, --sync_every), and at the end; without "
        "--global, every this many steps (0: every step)");
-  Flag(app, "state_sync", &o->state_sync,
-       "with --state_dir: flush each state write to disk (survives a machine "
-       "crash, not only a killed process; costs a disk flush per step)");
-}
-
-// Messages, logs, TLS and metrics.
-void AddTransportFlags(CLI::App* app, PsOptions* o) {
-  Flag(app, "max_message_mb", &o->max_message_mb,
-       "largest message sent or received, in MiB; the shard's part of the "
-       "model must fit in fp32")
-      ->check(CLI::Range(1u, kMaxMessageMb));
-  Flag(app, "log_level", &o->log_level,
-       "trace, debug (one line per step), info, warn, error, critical or off")
-      ->check(LogLevel());
-  net::AddPaceFlag(app, &o->pace_mbit);
-  net::AddTlsFlags(app, &o->tls);
-  net::AddInsecureFlag(app, &o->insecure);
-  net::AddServingRunIdFlag(app, &o->run_id);
-  metrics::AddMetricsFlags(app, &o->metrics);
 }
 
 // weightgrad/gaia: the LPS and its rounds with the global server.
@@ -217,10 +196,9 @@ void AddGeoFlags(CLI::App* app, PsOptions* o) {
 }  // namespace
 
 void AddPsFlags(CLI::App* app, PsOptions* o) {
+  AddServingFlags(app, o);
   AddShardFlags(app, o);
   AddWaitFlags(app, o);
-  AddStateFlags(app, o);
-  AddTransportFlags(app, o);
   AddGeoFlags(app, o);
 }
 
@@ -228,11 +206,16 @@ namespace {
 
 // The checks of the flags every --mode has.
 absl::Status ValidateServingOptions(const PsOptions& o) {
-  if (!IsHostPort(o.listen)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen: '", o.listen, "' is not of the form host:port"));
+  if (!ParseRunMode(RunModeName(o.mode)).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode: ", static_cast<uint32_t>(o.mode),
+                     " is not one of ", RunModeNames()));
   }
-  TERN_RETURN_IF_ERROR(net::ValidateServingRunId(o.run_id));
+  // An LPS with --global connects to the global server too.
+  TERN_RETURN_IF_ERROR(process::ValidateServerRoleOptions(
+      o, o.mode != RunMode::kTernGrad && !o.global.empty()
+             ? net::TlsUse::kServeAndConnect
+             : net::TlsUse::kServe));
   if (o.num_shards == 0) {
     return absl::InvalidArgumentError("--num_shards must be at least 1");
   }
@@ -259,22 +242,7 @@ absl::Status ValidateServingOptions(const PsOptions& o) {
   }
   TERN_RETURN_IF_ERROR(
       flags::CheckFiniteNonNegative("straggler_warn_s", o.straggler_warn_s));
-  TERN_RETURN_IF_ERROR(
-      flags::CheckFinitePositive("join_timeout_s", o.join_timeout_s));
-  TERN_RETURN_IF_ERROR(
-      flags::CheckMessageAndLogFlags(o.max_message_mb, o.log_level));
-  if (!ParseRunMode(RunModeName(o.mode)).ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mode: ", static_cast<uint32_t>(o.mode),
-                     " is not one of ", RunModeNames()));
-  }
-  // An LPS with --global connects to the global server too.
-  return net::ValidateServingTransport(
-      o.tls, o.insecure,
-      o.mode != RunMode::kTernGrad && !o.global.empty()
-          ? net::TlsUse::kServeAndConnect
-          : net::TlsUse::kServe,
-      o.listen);
+  return flags::CheckFinitePositive("join_timeout_s", o.join_timeout_s);
 }
 
 // The checks of a local parameter server's own flags (--mode=weightgrad or
@@ -331,7 +299,6 @@ absl::Status ValidateLpsOptions(const PsOptions& o) {
 
 absl::Status ValidatePsOptions(const PsOptions& o) {
   TERN_RETURN_IF_ERROR(ValidateServingOptions(o));
-  TERN_RETURN_IF_ERROR(metrics::ValidateMetricsOptions(o.metrics));
   if (o.checkpoint_every > 0 &&
       (o.mode == RunMode::kTernGrad || o.state_dir.empty())) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -8,13 +8,13 @@
 #include "common/checksum.h"
 #include "common/flags/flags.h"
 #include "common/metrics/metrics.h"
-#include "common/net/pacing.h"
 #include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"
 #include "common/net/server.h"
 #include "common/net/tls_flags.h"
 #include "common/process/exit_codes.h"
 #include "common/process/serve_loop.h"
+#include "common/process/server_role.h"
 #include "common/records/server_report.h"
 #include "server/aggregator.h"
 #include "server/gs_link.h"
@@ -40,17 +40,9 @@ absl::StatusOr<std::unique_ptr<net::Server>> Serve(const PsOptions& options,
                                                    grpc::Service* service,
                                                    const Logger& logger) {
   return net::StartLogged(
-      net::ServerOptionsFromFlags(
-          options.listen, options.tls, options.insecure, options.max_message_mb,
-          static_cast<int>(options.num_workers), logger),
+      process::ServingOptions(options, static_cast<int>(options.num_workers),
+                              logger),
       {{service, tern::v1::ParameterServer::service_full_name()}});
-}
-
-// Who may call the shard or LPS: under mTLS, workers as themselves, of
-// --run_id when it is set.
-net::PeerPolicy Peers(const PsOptions& options) {
-  return net::PeerPolicy::For(
-      net::SecurityFromFlags(options.tls, options.insecure), options.run_id);
 }
 
 // The LPS's options from the flags.
@@ -157,7 +149,7 @@ int RunLocalParameterServer(const PsOptions& options, Logger logger,
     return process::kExitPermanent;
   }
   LpsService service(
-      lps->get(), logger, Peers(options),
+      lps->get(), logger, process::CallerPolicy(options),
       static_cast<uint64_t>(options.datacenter) * options.num_workers,
       &push_metrics);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
@@ -233,7 +225,7 @@ int RunShard(const PsOptions& options, Logger logger,
   // Declared after the aggregator, so the server goes first.
   ShardMetrics shard_metrics(metrics.registry(),
                              ShardMetrics::ShardLabels(options.shard_index));
-  PsService service(aggregator->get(), logger, Peers(options), &shard_metrics);
+  PsService service(aggregator->get(), logger, process::CallerPolicy(options), &shard_metrics);
   absl::StatusOr<std::unique_ptr<net::Server>> server =
       Serve(options, &service, logger);
   if (!server.ok()) return process::ExitCodeFor(server.status());
@@ -271,25 +263,13 @@ int RunParameterServer(const PsOptions& options, Logger logger,
                  ? MakeLogger("ps", absl::StrCat(options.shard_index))
                  : MakeLogger("lps", absl::StrCat(options.datacenter));
   }
-  if (absl::Status status = ValidatePsOptions(options); !status.ok()) {
-    logger->error("{}", std::string(status.message()));
-    return process::kExitPermanent;
-  }
-  logger->set_level(*ParseLogLevel(options.log_level));
-  const std::unique_ptr<net::ConnectionPacer> pacer =
-      net::PaceConnections(options.pace_mbit, logger);
-  absl::StatusOr<std::unique_ptr<metrics::Metrics>> metrics =
-      metrics::Metrics::Start(options.metrics, logger);
-  if (!metrics.ok()) {
-    logger->error("{}", std::string(metrics.status().message()));
-    return process::ExitCodeFor(metrics.status());
-  }
-  const int exit_code =
-      options.mode != RunMode::kTernGrad
-          ? RunLocalParameterServer(options, logger, stop, **metrics)
-          : RunShard(options, logger, stop, **metrics);
-  (*metrics)->Linger();
-  return exit_code;
+  return process::RunServerRole(
+      options, ValidatePsOptions(options), logger,
+      [&](metrics::Metrics& metrics) {
+        return options.mode != RunMode::kTernGrad
+                   ? RunLocalParameterServer(options, logger, stop, metrics)
+                   : RunShard(options, logger, stop, metrics);
+      });
 }
 
 }  // namespace tern::server

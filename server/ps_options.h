@@ -6,8 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/metrics/metrics_options.h"
-#include "common/net/tls_files.h"
+#include "common/process/server_role_options.h"
 #include "server/messages.h"
 
 namespace tern::server {
@@ -20,14 +19,17 @@ enum class WeightCodec : uint32_t {
   kFp32 = 3,
 };
 
-struct PsOptions {
-  // host:port to listen on; port 0 picks a free port (see port_file).
-  std::string listen = "127.0.0.1:50051";
-  // When set, the bound port is written there once the server serves.
-  std::string port_file;
-  // When set, an LPS writes its report there as it stops
-  // (common/records/server_report.h): steps, checksum, WAN bytes.
-  std::string report_file;
+// The flags every server role has (listen, port_file, report_file,
+// max_message_mb, pace_mbit, state_dir, state_sync, log_level, tls,
+// insecure, run_id, metrics) are ServerRoleOptions'. Of them, here:
+// report_file is an LPS's report (steps, checksum, WAN bytes); a TernGrad
+// shard (server/shard_state.h) or an LPS (server/lps_state_file.h) keeps
+// its state in state_dir; the TLS files also serve an LPS's link to the
+// global server, and --pace_mbit paces that link too; join refuses a
+// model whose share on this shard would not fit in max_message_mb in fp32.
+struct PsOptions : process::ServerRoleOptions {
+  PsOptions() { listen = "127.0.0.1:50051"; }
+
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;
@@ -41,11 +43,6 @@ struct PsOptions {
   // --straggler_warn_s: a barrier that has waited this long since its
   // first worker arrived logs the workers it still waits for; 0: never.
   double straggler_warn_s = 10;
-  // --state_dir: a TernGrad shard (server/shard_state.h) or an LPS
-  // (server/lps_state_file.h) keeps its state there and, restarted with the
-  // same flags, resumes the run from it; empty: none (a killed shard ends
-  // the run).
-  std::string state_dir;
   // --on_worker_loss (server/worker_loss.h): stop or shrink once a
   // barrier has waited --worker_loss_timeout_s (0: --barrier_timeout_s)
   // since its first worker for a worker that does not come.
@@ -54,29 +51,6 @@ struct PsOptions {
   // --catch_up_mb: the latest completed steps' answers a TernGrad shard
   // keeps for workers that come back from an older checkpoint.
   uint32_t catch_up_mb = 128;
-  // --state_sync: fsync each state write, so that it survives a machine
-  // crash too (a disk flush per step).
-  bool state_sync = false;
-  // The largest gRPC message the shard sends or receives, in MiB. Join
-  // refuses a model whose share on this shard would not fit in fp32.
-  uint32_t max_message_mb = 64;
-  // --pace_mbit (common/net/pacing.h): each connection to another host
-  // (answers to workers, an LPS's link to the global server) sends at
-  // most this fast; 0: no cap.
-  double pace_mbit = 0;
-  std::string log_level = "info";
-  // --tls_cert, --tls_key, --tls_ca (common/net/tls_flags.h): TLS for the
-  // server and, for an LPS, its link to the global server; none: plaintext.
-  net::TlsFiles tls;
-  // --insecure (common/net/plaintext.h): plaintext accepted beyond
-  // loopback when no --tls_* file is given.
-  bool insecure = false;
-  // --run_id: with TLS and a CA, every caller's certificate must name this
-  // run (common/net/peer_identity.h); empty: any run the CA signed for.
-  std::string run_id;
-  // --metrics_listen, --metrics_linger_s (common/metrics): Prometheus
-  // metrics of the shard or LPS (server/shard_metrics.h).
-  metrics::MetricsOptions metrics;
 
   // --- WeightGrad (DESIGN section 4; server/WEIGHTGRAD.md) ---
   // terngrad (the TernGrad shard) | weightgrad | gaia (a local parameter
