@@ -47,24 +47,26 @@ TEST(IpBytesTest, NumericAddressesOnlyMappedOnesAsIpv4) {
   }
 }
 
+// A socket's address of `family` holding the numeric `ip`.
+sockaddr_storage SocketAddress(int family, const char* ip) {
+  sockaddr_storage address{};
+  address.ss_family = family;
+  void* bytes =
+      family == AF_INET
+          ? static_cast<void*>(&reinterpret_cast<sockaddr_in&>(address).sin_addr)
+          : static_cast<void*>(
+                &reinterpret_cast<sockaddr_in6&>(address).sin6_addr);
+  EXPECT_EQ(inet_pton(family, ip, bytes), 1) << ip;
+  return address;
+}
+
 TEST(SocketIpBytesTest, TheSameBytesAsTheAddressesText) {
-  sockaddr_storage v4{};
-  v4.ss_family = AF_INET;
-  ASSERT_EQ(inet_pton(AF_INET, "10.0.0.2",
-                      &reinterpret_cast<sockaddr_in&>(v4).sin_addr),
-            1);
-  EXPECT_EQ(SocketIpBytes(v4), IpBytes("10.0.0.2"));
-  sockaddr_storage mapped{};
-  mapped.ss_family = AF_INET6;
-  ASSERT_EQ(inet_pton(AF_INET6, "::ffff:10.0.0.2",
-                      &reinterpret_cast<sockaddr_in6&>(mapped).sin6_addr),
-            1);
-  EXPECT_EQ(SocketIpBytes(mapped), IpBytes("10.0.0.2"));
-  sockaddr_storage v6 = mapped;
-  ASSERT_EQ(inet_pton(AF_INET6, "fe80::1",
-                      &reinterpret_cast<sockaddr_in6&>(v6).sin6_addr),
-            1);
-  EXPECT_EQ(SocketIpBytes(v6), IpBytes("fe80::1"));
+  EXPECT_EQ(SocketIpBytes(SocketAddress(AF_INET, "10.0.0.2")),
+            IpBytes("10.0.0.2"));
+  EXPECT_EQ(SocketIpBytes(SocketAddress(AF_INET6, "::ffff:10.0.0.2")),
+            IpBytes("10.0.0.2"));
+  EXPECT_EQ(SocketIpBytes(SocketAddress(AF_INET6, "fe80::1")),
+            IpBytes("fe80::1"));
   sockaddr_storage unix_socket{};
   unix_socket.ss_family = AF_UNIX;
   EXPECT_FALSE(SocketIpBytes(unix_socket).has_value());
