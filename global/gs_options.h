@@ -10,9 +10,8 @@
 
 namespace tern::global {
 
-// The flags every server role has (listen, port_file, report_file,
-// max_message_mb, pace_mbit, state_dir, state_sync, log_level, tls,
-// insecure, run_id, metrics) are ServerRoleOptions'. Of them, here:
+// The flags every server role has are ServerRoleOptions'
+// (common/process/server_role_options.h). Of them, here:
 // report_file is the GS's report (rounds and bytes); state_dir holds
 // global.state (registrations, the open round, the kept answers;
 // global/gs_state.h), flushed to disk at each write by default; register

@@ -19,9 +19,8 @@ enum class WeightCodec : uint32_t {
   kFp32 = 3,
 };
 
-// The flags every server role has (listen, port_file, report_file,
-// max_message_mb, pace_mbit, state_dir, state_sync, log_level, tls,
-// insecure, run_id, metrics) are ServerRoleOptions'. Of them, here:
+// The flags every server role has are ServerRoleOptions'
+// (common/process/server_role_options.h). Of them, here:
 // report_file is an LPS's report (steps, checksum, WAN bytes); a TernGrad
 // shard (server/shard_state.h) or an LPS (server/lps_state_file.h) keeps
 // its state in state_dir; the TLS files also serve an LPS's link to the
