@@ -147,7 +147,7 @@ class Exchange {
         exchange_->GradientBuffer(static_cast<uint32_t>(tensor));
     // A base that frees nothing: without one, pybind11 would copy.
     const py::capsule borrowed(buffer.data(), [](void*) {});
-    return py::array_t<float>({static_cast<py::ssize_t>(buffer.size())},
+    return py::array_t<float>(static_cast<py::ssize_t>(buffer.size()),
                               buffer.data(), borrowed);
   }
 
