@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/net/grpc_lifetime.h"
 #include "common/process/allocator.h"
 #include "common/process/exit_codes.h"
 #include "common/process/signals.h"
@@ -269,6 +270,14 @@ int Main(int argc, char** argv) {
                                              " --help)"));
   }
 
+  // The commands that speak gRPC: none of them waits on gRPC's own
+  // shutdown to exit (grpc_lifetime.h). Not tern launch, which speaks no
+  // gRPC and routes its signals through a signalfd that gRPC's threads,
+  // started by grpc_init with the signals unblocked, would steal.
+  if (commands.ps->parsed() || commands.worker->parsed() ||
+      commands.global_server->parsed() || commands.health->parsed()) {
+    net::HoldGrpcUntilExit();
+  }
   if (commands.ps->parsed()) return RunPsCommand(&commands);
   if (commands.worker->parsed()) return RunWorkerCommand(&commands);
   if (commands.global_server->parsed()) return RunGlobalCommand(commands);
