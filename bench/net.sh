@@ -325,8 +325,12 @@ run_one() {  # rate placement codec
   for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
   [[ -z "$trace" ]] || stop_tracers
   read_counters >"$dir/counters-after.txt"
+  local stopping=$EPOCHREALTIME
   stop_hosts
   wait || true  # the shards' tern-wan exec
+  # How long the shards took to exit once told to (bench_net_test bounds it).
+  awk -v a="$stopping" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f\n", b - a }' \
+    >"$dir/stop_s.txt"
   if [[ $rc -ne 0 ]]; then
     echo "bench/net.sh: a worker of $1 mbit/s $2 $3 failed; see $dir/worker-*.log" >&2
     return 1

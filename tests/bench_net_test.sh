@@ -24,6 +24,8 @@
 #   - --table_only (with the run's --warmup) without --rates/--codecs
 #     prints the run's table again, its rate and codecs outside the
 #     defaults included, and leaves results.json's 12 rows;
+#   - every run's shards exit within 3 s of SIGTERM (gRPC's own shutdown
+#     once held a shard 5 to 9 s: common/net/grpc_lifetime.h);
 #   - no namespace of the benchmark is left afterwards.
 # Without root or network namespaces it prints "SKIPPED: <reason>".
 #
@@ -59,6 +61,13 @@ rc=0
 cat "$TEST_TMPDIR/bench.err" "$TEST_TMPDIR/table.md"
 [[ $rc -eq 0 ]] || fail "bench/net.sh exited $rc"
 [[ -z "$(ip netns list | grep "^$P" || true)" ]] || fail "namespaces left: $(ip netns list | grep "^$P")"
+
+stops=("$OUT"/*/*/*/stop_s.txt)
+[[ ${#stops[@]} -eq 12 ]] || fail "${#stops[@]} runs recorded their shards' stop, not 12"
+for stop in "${stops[@]}"; do
+  awk '$1 + 0 <= 3 { ok = 1 } END { exit !ok }' "$stop" ||
+    fail "the shards of $stop took $(cat "$stop") s to exit after SIGTERM"
+done
 
 /usr/bin/python3 - "$OUT/results.json" <<'EOF' || fail "the results do not hold (above)"
 import json, sys
