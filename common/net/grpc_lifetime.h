@@ -11,7 +11,9 @@ namespace tern::net {
 // gRPC 1.51 a shard took up to 9 s to exit after SIGTERM, its main thread
 // waiting in ~Server for an executor thread's 8.6 s poll to end. The
 // process's exit frees what that shutdown would. Call once, from main,
-// before any gRPC object exists.
+// before any gRPC object exists, and only in a process whose signals do
+// not go through a signalfd: the threads grpc_init starts keep the
+// signals unblocked and would take them (tern launch calls it not).
 void HoldGrpcUntilExit();
 
 }  // namespace tern::net
