@@ -24,6 +24,7 @@
 #include "kernels/codec_registry.h"
 #include "kernels/terngrad.h"
 #include "tests/support/in_process_shard.h"
+#include "torch/cuda.h"
 #include "worker/device_encoder.h"
 
 namespace tern::worker {

@@ -14,18 +14,18 @@
 #include <utility>
 #include <vector>
 
+#include "ATen/core/Tensor.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "torch/torch.h"
-#include "worker/models.h"
+#include "worker/input_shape.h"
 
 namespace tern::worker {
 
 struct Dataset {
-  torch::Tensor images;  // [N,C,H,W] float32, normalized
+  at::Tensor images;  // [N,C,H,W] float32, normalized
   // [N] int64, in [0, shape.num_classes); npy may hold float32 targets.
-  torch::Tensor labels;
+  at::Tensor labels;
   InputShape shape;
 };
 
@@ -130,7 +130,7 @@ class ShardedBatches {
 
   // Returns {images [B,C,H,W], labels [B]}; moves to the next epoch
   // transparently.
-  std::pair<torch::Tensor, torch::Tensor> Next();
+  std::pair<at::Tensor, at::Tensor> Next();
 
   // The epoch of the batch the next call of Next() returns (0 at first).
   uint64_t epoch() const;

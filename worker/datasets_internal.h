@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/philox.h"
-#include "torch/torch.h"
+#include "torch/types.h"
 #include "worker/datasets.h"
 
 namespace tern::worker::datasets_internal {

@@ -13,6 +13,7 @@
 #include "common/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torch/types.h"
 #include "worker/datasets.h"
 
 namespace tern::worker {

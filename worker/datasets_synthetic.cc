@@ -68,12 +68,10 @@ constexpr float kSyntheticNoise = 1.0f;
 torch::Tensor SmoothPatterns(const NormalStream& stream, int64_t count) {
   const torch::Tensor coarse =
       stream.Tensor({count, 1, kSyntheticCoarse, kSyntheticCoarse});
-  return torch::nn::functional::interpolate(
-             coarse,
-             torch::nn::functional::InterpolateFuncOptions()
-                 .size(std::vector<int64_t>{kSyntheticSide, kSyntheticSide})
-                 .mode(torch::kBilinear)
-                 .align_corners(false))
+  // What torch::nn::functional::interpolate runs for a bilinear resize to a
+  // given size (no scale factors), without parsing libtorch's nn API.
+  return at::upsample_bilinear2d(coarse, {kSyntheticSide, kSyntheticSide},
+                                 /*align_corners=*/false)
       .reshape({count, kSyntheticSide * kSyntheticSide});
 }
 

@@ -12,9 +12,11 @@
 #include <tuple>
 #include <vector>
 
+#include "ATen/Parallel.h"
 #include "common/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torch/types.h"
 
 namespace tern::worker {
 namespace {
@@ -625,17 +627,17 @@ std::vector<int64_t> Stream(ShardedBatches& s, int batches) {
 
 TEST(ShardedBatchesTest, DeterministicAcrossConstructionsAndThreads) {
   const Dataset data = IndexedDataset(300);
-  torch::set_num_threads(1);
+  at::set_num_threads(1);
   ShardedBatches a(data, 1, 3, 8, 42);
   const std::vector<int64_t> first = Stream(a, 30);
-  torch::set_num_threads(2);
+  at::set_num_threads(2);
   ShardedBatches b(data, 1, 3, 8, 42);
   EXPECT_EQ(Stream(b, 30), first);
   ShardedBatches other_seed(data, 1, 3, 8, 43);
   EXPECT_NE(Stream(other_seed, 30), first);
   ShardedBatches other_worker(data, 2, 3, 8, 42);
   EXPECT_NE(Stream(other_worker, 30), first);
-  torch::set_num_threads(1);
+  at::set_num_threads(1);
 }
 
 TEST(ShardedBatchesTest, SeekResumesTheStream) {

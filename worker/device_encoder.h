@@ -17,11 +17,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "c10/core/Device.h"
 #include "common/partitioner.h"
 #include "common/philox.h"
 #include "kernels/payload.h"
 #include "kernels/terngrad.h"
-#include "torch/torch.h"
 
 namespace tern::worker {
 
@@ -52,7 +52,7 @@ class DeviceEncoder {
 // FAILED_PRECONDITION when this binary has no CUDA kernels (built without
 // --config=cuda) or no device can be used.
 absl::StatusOr<std::unique_ptr<DeviceEncoder>> MakeDeviceEncoder(
-    const torch::Device& device);
+    const c10::Device& device);
 
 }  // namespace tern::worker
 

@@ -5,7 +5,7 @@
 namespace tern::worker {
 
 absl::StatusOr<std::unique_ptr<DeviceEncoder>> MakeDeviceEncoder(
-    const torch::Device& device) {
+    const c10::Device& device) {
   if (device.is_cpu()) return nullptr;
   return absl::FailedPreconditionError(absl::StrCat(
       "--device=", device.str(),

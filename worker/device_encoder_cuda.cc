@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/terngrad_cuda.h"
+#include "torch/cuda.h"
 #include "worker/device_encoder.h"
 
 namespace tern::worker {
@@ -92,7 +93,7 @@ class CudaEncoder final : public DeviceEncoder {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceEncoder>> MakeDeviceEncoder(
-    const torch::Device& device) {
+    const c10::Device& device) {
   if (device.is_cpu()) return nullptr;
   if (!device.is_cuda()) {
     return absl::FailedPreconditionError(

@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
-#include "torch/torch.h"
+#include "torch/optim/sgd.h"
 #include "worker/chunk_plan.h"
 #include "worker/client_options.h"
 #include "worker/codec_set.h"

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "torch/nn/functional/loss.h"
 
 namespace tern::worker {
 namespace {

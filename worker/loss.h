@@ -17,7 +17,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "torch/torch.h"
 #include "worker/datasets.h"
 #include "worker/models.h"
 

@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "torch/torch.h"
+#include "ATen/Parallel.h"
 
 namespace tern::worker {
 namespace {
@@ -17,7 +17,7 @@ Fn OpenBlasFunction(const char* name) {
 }  // namespace
 
 void SetMathThreads(uint32_t threads) {
-  torch::set_num_threads(static_cast<int>(threads));
+  at::set_num_threads(static_cast<int>(threads));
   using SetFn = void (*)(int);
   if (const auto set = OpenBlasFunction<SetFn>("openblas_set_num_threads")) {
     set(static_cast<int>(threads));

@@ -1,7 +1,8 @@
 #include "worker/math_threads.h"
 
+#include "ATen/Parallel.h"
 #include "gtest/gtest.h"
-#include "torch/torch.h"
+#include "torch/types.h"
 
 namespace tern::worker {
 namespace {
@@ -11,7 +12,7 @@ TEST(MathThreadsTest, BothPoolsGetTheFlagsCount) {
   torch::mm(torch::ones({64, 64}), torch::ones({64, 64}));
   for (const uint32_t threads : {1u, 2u, 1u}) {
     SetMathThreads(threads);
-    EXPECT_EQ(torch::get_num_threads(), static_cast<int>(threads));
+    EXPECT_EQ(at::get_num_threads(), static_cast<int>(threads));
     if (OpenBlasThreads() < 0) continue;  // this libblas is not OpenBLAS
     EXPECT_EQ(OpenBlasThreads(), static_cast<int>(threads));
   }

@@ -6,6 +6,10 @@
 #include <cstring>
 #include <vector>
 
+#include "ATen/Parallel.h"
+#include "torch/csrc/autograd/custom_function.h"
+#include "torch/types.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -13,7 +17,6 @@
 namespace tern::worker {
 namespace {
 
-namespace F = torch::nn::functional;
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
@@ -159,7 +162,8 @@ torch::Tensor MaxPool2x2(const torch::Tensor& x) {
                         x.scalar_type() == torch::kFloat32 &&
                         x.layout() == torch::kStrided && x.size(2) >= 2 &&
                         x.size(3) >= 2;
-  if (!own_loop) return F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
+  // What torch::nn::functional::max_pool2d(x, MaxPool2dFuncOptions(2)) runs.
+  if (!own_loop) return at::max_pool2d(x, {2, 2}, {2, 2});
   return MaxPool2x2Function::apply(x);
 }
 

@@ -12,13 +12,13 @@
 #ifndef TERN_WORKER_MAX_POOL_H_
 #define TERN_WORKER_MAX_POOL_H_
 
-#include <torch/torch.h>
+#include "ATen/core/Tensor.h"
 
 namespace tern::worker {
 
 // x: [N, C, H, W]; returns [N, C, H / 2, W / 2] (an odd last row or column
 // is left out, as max_pool2d leaves it).
-torch::Tensor MaxPool2x2(const torch::Tensor& x);
+at::Tensor MaxPool2x2(const at::Tensor& x);
 
 }  // namespace tern::worker
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "torch/nn/functional/pooling.h"
 
 namespace tern::worker {
 namespace {

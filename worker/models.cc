@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "torch/nn.h"
 #include "worker/max_pool.h"
 
 namespace tern::worker {

@@ -39,18 +39,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "torch/torch.h"
+#include "torch/nn/module.h"
+#include "worker/input_shape.h"
 
 namespace tern::worker {
-
-// The shape of one example and the number of classes.
-struct InputShape {
-  int64_t channels = 1, height = 28, width = 28, num_classes = 10;
-  // The shape of one example as the data set's files hold it (npy: the
-  // file's shape past N) when it is not [channels, height, width]; empty
-  // otherwise. A TorchScript model sees its inputs in this shape.
-  std::vector<int64_t> example_shape;
-};
 
 // A model: forward(x [B,C,H,W] float32) -> logits [B, num_classes] (or,
 // with --loss=mse, predictions shaped like the targets).

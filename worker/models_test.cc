@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torch/torch.h"
 #include "worker/datasets.h"
 
 namespace tern::worker {

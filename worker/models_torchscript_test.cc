@@ -12,6 +12,7 @@
 #include "common/checksum.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torch/optim/sgd.h"
 #include "worker/datasets.h"
 #include "worker/loss.h"
 #include "worker/models.h"

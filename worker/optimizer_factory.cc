@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "torch/optim.h"
 
 namespace tern::worker {
 

@@ -10,10 +10,11 @@
 #include <memory>
 #include <vector>
 
+#include "ATen/core/Tensor.h"
 #include "absl/status/statusor.h"
 #include "common/lr_schedule.h"
 #include "tern/v1/parameter_server.pb.h"
-#include "torch/torch.h"
+#include "torch/optim/optimizer.h"
 #include "worker/worker_options.h"
 
 namespace tern::worker {
@@ -21,7 +22,7 @@ namespace tern::worker {
 // sgd, momentum (SGD with --momentum), adam (beta1 = --momentum) or adagrad
 // over `parameters`. INVALID_ARGUMENT for adam with a momentum of 1 or more.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    const WorkerOptions& options, std::vector<torch::Tensor> parameters);
+    const WorkerOptions& options, std::vector<at::Tensor> parameters);
 
 // The schedule of --lr_schedule over options.steps steps.
 // INVALID_ARGUMENT for an unknown schedule or values it cannot take.

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "torch/nn/module.h"
+#include "torch/types.h"
 #include "worker/fingerprint.h"
 
 namespace tern::worker {

@@ -15,11 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "ATen/core/Tensor.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "c10/core/Device.h"
 #include "common/partitioner.h"
 #include "tern/v1/payload.pb.h"
-#include "torch/torch.h"
+
+// Declared, not included: torch/nn/module.h takes 12 s to parse, and most
+// files that hold a ParamBuffer never see a module.
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace tern::worker {
 
@@ -50,7 +57,7 @@ class ParamBuffer {
   uint64_t total_elements() const { return gradients_.size(); }
 
   // The device of the parameters (the CPU unless the model was moved).
-  const torch::Device& device() const { return device_; }
+  const c10::Device& device() const { return device_; }
 
   // Copies every parameter's gradient into the flat buffer; a parameter
   // without a gradient (unused in the forward pass) contributes zeros. A
@@ -63,13 +70,13 @@ class ParamBuffer {
   // writes only that tensor's part of the flat buffer, so threads may
   // gather different tensors while others read or write other parts.
   void GatherTensorGradient(uint32_t tensor);
-  void GatherTensorGradient(uint32_t tensor, const torch::Tensor& gradient);
+  void GatherTensorGradient(uint32_t tensor, const at::Tensor& gradient);
   // Calls `hook(tensor, gradient)` each time autograd has computed a
   // parameter's gradient, before it is accumulated into grad() (libtorch's
   // tensor hooks), until RemoveGradientHooks. The hook runs on the thread
   // that runs backward.
   void AddGradientHooks(
-      std::function<void(uint32_t, const torch::Tensor&)> hook);
+      std::function<void(uint32_t, const at::Tensor&)> hook);
   void RemoveGradientHooks();
   // Gathers the gradients into the flat device buffer and returns it
   // (total_elements() floats on device(); on the CPU a second buffer,
@@ -115,7 +122,7 @@ class ParamBuffer {
  private:
   ParamBuffer() = default;
 
-  std::vector<torch::Tensor> params_;
+  std::vector<at::Tensor> params_;
   // AddGradientHooks' handles, by tensor (empty without hooks).
   std::vector<unsigned> hooks_;
   std::vector<std::string> names_;
@@ -124,15 +131,15 @@ class ParamBuffer {
   tern::v1::ParamSpec spec_;
   uint64_t spec_hash_ = 0;
   // A CPU tensor viewing gradients_.
-  torch::Tensor HostGradients();
+  at::Tensor HostGradients();
   // Whether `gradient` is tensor `tensor`'s part of gradients_ (bound).
-  bool IsBound(const torch::Tensor& gradient, uint32_t tensor) const;
+  bool IsBound(const at::Tensor& gradient, uint32_t tensor) const;
   // Gives every bound gradient a copy of its own.
   void Unbind();
 
-  torch::Device device_ = torch::kCPU;
+  c10::Device device_ = c10::kCPU;
   std::vector<float> gradients_;
-  torch::Tensor device_gradients_;  // allocated off the CPU, or when asked
+  at::Tensor device_gradients_;  // allocated off the CPU, or when asked
 };
 
 }  // namespace tern::worker

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
+#include "torch/nn.h"
 #include "worker/fingerprint.h"
 
 namespace tern::worker {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "torch/types.h"
+
 namespace tern::worker {
 
 ParameterAverage::ParameterAverage(double decay,

@@ -13,14 +13,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "torch/torch.h"
+#include "ATen/core/Tensor.h"
 
 namespace tern::worker {
 
 class ParameterAverage {
  public:
   // Starts from the parameters' current values. `decay` in (0, 1).
-  ParameterAverage(double decay, std::vector<torch::Tensor> parameters);
+  ParameterAverage(double decay, std::vector<at::Tensor> parameters);
 
   // The decay applied after step `step` (0-based).
   double DecayAt(uint64_t step) const;
@@ -32,8 +32,8 @@ class ParameterAverage {
 
  private:
   double decay_;
-  std::vector<torch::Tensor> parameters_;
-  std::vector<torch::Tensor> average_;
+  std::vector<at::Tensor> parameters_;
+  std::vector<at::Tensor> average_;
 };
 
 }  // namespace tern::worker

@@ -1,6 +1,7 @@
 #include "worker/parameter_average.h"
 
 #include "gtest/gtest.h"
+#include "torch/types.h"
 
 namespace tern::worker {
 namespace {

@@ -10,6 +10,7 @@
 #include "common/checksum.h"
 #include "common/status_macros.h"
 #include "kernels/payload.h"
+#include "torch/serialize/archive.h"
 
 namespace tern::worker {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/logging.h"
 #include "kernels/error_feedback.h"
-#include "torch/torch.h"
+#include "torch/optim/optimizer.h"
 #include "worker/checkpoint.h"
 #include "worker/datasets.h"
 #include "worker/param_buffer.h"

@@ -41,11 +41,12 @@
 #include <thread>
 #include <vector>
 
+#include "ATen/core/Tensor.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/payload.h"
-#include "torch/torch.h"
+#include "torch/optim/optimizer.h"
 #include "worker/chunk_plan.h"
 #include "worker/codec_set.h"
 #include "worker/device_encoder.h"
@@ -97,7 +98,7 @@ class TernGradProtocol : public StepProtocol {
   };
   // A tensor's gradient hook: copies the gradient and starts the shards it
   // completes.
-  void OnGradient(uint32_t tensor, const torch::Tensor& gradient);
+  void OnGradient(uint32_t tensor, const at::Tensor& gradient);
   void Launch(const std::vector<uint32_t>& shards)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(overlap_mu_);
   absl::Status RunShard(uint32_t shard, StepRecord* record);

@@ -13,6 +13,7 @@
 #include "common/checksum.h"
 #include "common/status_macros.h"
 #include "kernels/payload.h"
+#include "torch/cuda.h"
 #include "worker/join.h"
 #include "worker/loss.h"
 #include "worker/lps_protocol.h"

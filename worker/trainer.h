@@ -42,7 +42,7 @@
 #include "common/logging.h"
 #include "common/lr_schedule.h"
 #include "tern/v1/parameter_server.pb.h"
-#include "torch/torch.h"
+#include "torch/optim/optimizer.h"
 #include "worker/chunk_plan.h"
 #include "worker/codec_set.h"
 #include "worker/datasets.h"

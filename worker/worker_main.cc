@@ -3,12 +3,12 @@
 #include <memory>
 #include <utility>
 
+#include "ATen/Context.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metrics.h"
 #include "common/net/pacing.h"
 #include "common/process/exit_codes.h"
 #include "common/status_macros.h"
-#include "torch/torch.h"
 #include "worker/client_options.h"
 #include "worker/datasets.h"
 #include "worker/math_threads.h"
@@ -37,7 +37,7 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
       LoadDataset(options.dataset, options.data_dir, options.seed));
   // Parameter localization (DESIGN section 3): every worker draws the same
   // initial parameters from the same seed; the join checksum proves it.
-  torch::manual_seed(options.seed);
+  at::manual_seed(options.seed);
   TERN_ASSIGN_OR_RETURN(std::shared_ptr<Model> model,
                         MakeModel(options.model, data.train.shape));
   TERN_ASSIGN_OR_RETURN(
