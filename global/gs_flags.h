@@ -5,8 +5,8 @@
 #ifndef TERN_GLOBAL_GS_FLAGS_H_
 #define TERN_GLOBAL_GS_FLAGS_H_
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "common/flags/cli_fwd.h"
 #include "global/gs_options.h"
 
 namespace tern::global {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/flags/flags.h"
+#include "common/flags/flag_checks.h"
 #include "common/metrics/metrics.h"
 #include "common/net/server.h"
 #include "common/process/exit_codes.h"

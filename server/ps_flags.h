@@ -4,8 +4,8 @@
 #ifndef TERN_SERVER_PS_FLAGS_H_
 #define TERN_SERVER_PS_FLAGS_H_
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "common/flags/cli_fwd.h"
 #include "server/ps_options.h"
 
 namespace tern::server {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/checksum.h"
-#include "common/flags/flags.h"
+#include "common/flags/flag_checks.h"
 #include "common/metrics/metrics.h"
 #include "common/net/peer_identity.h"
 #include "common/net/plaintext.h"

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/flags/cli_fwd.h"
 #include "tern/certs.h"
 #include "tern/v1/cluster_spec.pb.h"
 

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "common/flags/cli_fwd.h"
 #include "common/net/tls_files.h"
 
 namespace tern {

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"

@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/flags/cli_fwd.h"
 #include "tern/child_supervisor.h"
 #include "tern/geo_plan.h"
 #include "tern/launch_options.h"

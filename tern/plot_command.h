@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
+#include "common/flags/cli_fwd.h"
 
 namespace tern {
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "common/records/step_record.h"
 #include "gmock/gmock.h"

@@ -1,5 +1,6 @@
 // ParseWorkerArgs (worker/worker_flags.h): the flags of `tern worker` for a
 // worker that has no command line of its own.
+#include "CLI/CLI.hpp"
 #include "common/status_macros.h"
 #include "worker/worker_flags.h"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/flags/cli_fwd.h"
 #include "worker/worker_options.h"
 
 namespace tern::worker {

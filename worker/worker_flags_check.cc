@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/flags/flags.h"
+#include "common/flags/flag_checks.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/net/tls_flags.h"
 #include "common/status_macros.h"

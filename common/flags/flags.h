@@ -3,11 +3,10 @@
 // (--name, TERN_<NAME>, its default shown in --help) and the checks that
 // CLI11 lacks or gets wrong (CLI::PositiveNumber and CLI::Range let inf or
 // NaN through). A check's message names the bad value; CLI11 adds the flag.
+// The checks that need no parser are in flag_checks.h, which this includes.
 #ifndef TERN_COMMON_FLAGS_FLAGS_H_
 #define TERN_COMMON_FLAGS_FLAGS_H_
 
-#include <algorithm>
-#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -17,17 +16,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/flags/flag_checks.h"
 
 namespace tern::flags {
-
-// gRPC's message sizes are ints: --max_message_mb is at most 2 GiB - 1.
-inline constexpr uint32_t kMaxMessageMb = 2047;
-
-// --max_message_mb in bytes, as gRPC's int limits take it. Clamped to
-// kMaxMessageMb, so that an unchecked value cannot overflow the int.
-inline constexpr int MessageBytes(uint32_t max_message_mb) {
-  return static_cast<int>(std::min(max_message_mb, kMaxMessageMb)) << 20;
-}
 
 // Registers --name on `app`, writing into `*value` (which must outlive the
 // parse), with `help`, its default shown and the environment variable
@@ -46,11 +37,6 @@ CLI::Option* Flag(CLI::App* app, const std::string& name, T* value,
 CLI::Option* Switch(CLI::App* app, const std::string& name, bool* value,
                     const std::string& help);
 
-// "host:port": a non-empty host before the last colon and a port after it.
-bool IsHostPort(absl::string_view text);
-// A finite number > 0.
-bool IsFinitePositive(double value);
-
 // Checks for ->check(...).
 CLI::Validator HostPort();
 CLI::Validator FinitePositive();
@@ -61,20 +47,6 @@ CLI::Validator FiniteBetween(double low, double high);
 // A name ParseLogLevel (common/logging.h) accepts.
 CLI::Validator LogLevel();
 CLI::Validator NonEmpty();
-
-// What a role's Validate(options) checks of the two flags every server
-// has, for options built in code rather than parsed: --max_message_mb in
-// [1, kMaxMessageMb] and --log_level a level ParseLogLevel accepts. The
-// error names the flag.
-absl::Status CheckMessageAndLogFlags(uint32_t max_message_mb,
-                                     const std::string& log_level);
-
-// The same for a number flag (seconds, a rate) built in code: OK when
-// `value` is finite and > 0 (CheckFinitePositive) or >= 0
-// (CheckFiniteNonNegative); else INVALID_ARGUMENT naming --`flag` and the
-// value, e.g. "--join_timeout_s=nan is not a finite number > 0".
-absl::Status CheckFinitePositive(absl::string_view flag, double value);
-absl::Status CheckFiniteNonNegative(absl::string_view flag, double value);
 
 // Reads a name into an enum flag once, at parse time: `parse` turns the
 // name into the enum and the transform hands CLI11 its number, which CLI11

@@ -3,7 +3,7 @@
 #ifndef TERN_COMMON_NET_PACING_FLAG_H_
 #define TERN_COMMON_NET_PACING_FLAG_H_
 
-#include "CLI/CLI.hpp"
+#include "common/flags/cli_fwd.h"
 
 namespace tern::net {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/flags/flags.h"
+#include "common/flags/flag_checks.h"
 #include "common/net/plaintext.h"
 #include "common/net/tls_flags.h"
 #include "grpc/grpc.h"

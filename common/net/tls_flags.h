@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/flags/cli_fwd.h"
 #include "common/net/credentials.h"
 #include "common/net/tls_files.h"
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "common/flags/cli_fwd.h"
 #include "common/net/tls_flags.h"
 #include "common/process/server_role_options.h"
 
