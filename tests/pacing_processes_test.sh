@@ -66,13 +66,16 @@ pacing_of() {  # host local_address peer_address
       }'
 }
 
-# host 1's worker -> the shard, and the shard's end of it.
+# host 1's worker -> the shard, the shard's end of it, and host 0's worker
+# <-> the shard; the workers connect in either order, so wait for both.
 deadline=$((SECONDS + 60))
-remote="" shard_side=""
+remote="" shard_side="" local_side=""
 while [[ $SECONDS -lt $deadline ]]; do
   remote="$(pacing_of dc1 10.77.1.2 10.77.0.2 | head -n 1)"
   shard_side="$(pacing_of dc0 10.77.0.2 10.77.1.2 | head -n 1)"
-  [[ "$remote" == */8000000bps && "$shard_side" == */8000000bps ]] && break
+  local_side="$(pacing_of dc0 10.77.0.2 10.77.0.2 | paste -sd ' ' -)"
+  [[ "$remote" == */8000000bps && "$shard_side" == */8000000bps &&
+     -n "$local_side" ]] && break
   sleep 0.5
 done
 echo "host 1 -> shard: pacing_rate $remote; shard -> host 1: $shard_side"
@@ -82,7 +85,6 @@ echo "host 1 -> shard: pacing_rate $remote; shard -> host 1: $shard_side"
   fail "the shard's end of it is not paced at 8 mbit/s: '$shard_side'"
 
 # host 0's worker and the shard share an address: both ends unpaced.
-local_side="$(pacing_of dc0 10.77.0.2 10.77.0.2 | paste -sd ' ' -)"
 echo "host 0's worker <-> shard, both ends: pacing_rate $local_side"
 [[ -n "$local_side" ]] ||
   fail "no connection between host 0's worker and the shard"
