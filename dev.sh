@@ -36,8 +36,10 @@ case "$cmd" in
         asan|ubsan|tsan) config=(--config="$2") ;;
         # The servers, the kernels and what they share; worker/ is left out
         # (its tests spend their time inside an uninstrumented libtorch).
+        # Only what the tests run is built: the benchmarks' binaries would
+        # be compiled again for nothing.
         sanitize)
-          config=(--config=sanitize)
+          config=(--config=sanitize --build_tests_only)
           targets=(//common/... //kernels/... //core/... //server/... //global/...)
           ;;
         *) echo "dev.sh: unknown sanitizer '$2' (expected asan, ubsan, tsan or sanitize)" >&2; exit 2 ;;
