@@ -7,10 +7,11 @@
 #   colocated   one on every worker host (S = N; each link then carries
 #               about (N-1)/N of a worker's traffic, the rest stays local).
 # For every rate, placement and codec in turn: one run of warm-up plus timed
-# steps, the interfaces' byte counters read before and after, then one
-# table (bench/net_table.py): median and p90 step time, the JSONL time
-# split, the busiest link's bytes per step, the wire bound (those bytes at
-# the link's rate) and each codec's step time against fp32's.
+# steps, the links' byte counters (the interfaces' and tbf's) read before
+# and after, then one table (bench/net_table.py): median and p90 step
+# time, the JSONL time split, the busiest link's bytes per step (the
+# frames tbf sent, on shaped links), the wire bound (those bytes at the
+# link's rate) and each codec's step time against fp32's.
 #
 #   bench/net.sh [--workers N] [--shards S] [--rates "0 1000 100"]
 #                [--placements "dedicated colocated"] [--codecs "..."]
@@ -211,17 +212,25 @@ shard_list() {  # placement
   (IFS=,; echo "${list[*]}")
 }
 
-# Packets the root qdisc of one interface dropped (tbf's; 0 when none),
-# from the statistics line under it: "Sent B bytes P pkt (dropped D, ...".
-# awk, not a Python parse of `tc -j`: read_counters calls this twice a
-# host before and after every run, and Python's start took 0.4 s a call.
-tbf_drops() {  # namespace interface
+# What the root qdisc of one interface sent and dropped, "BYTES DROPS" (0 0
+# when it has none), from the statistics line under it: "Sent B bytes P
+# pkt (dropped D, ...". tbf counts every segment a GSO packet is cut into
+# with that segment's headers: the frames the shaped link carries. The
+# interface counts the GSO packets (up to 64 KiB, one set of headers), so
+# for one bulk TCP transfer of 20 MB at 100 mbit/s it counted 20.05 MB and
+# tbf 20.91 MB (1514-byte frames for 1448 bytes of data). printf, not
+# print: mawk prints a number past 2^31 as 2.6e+09, and tbf's counters
+# pass it within a few runs. awk, not a Python parse of `tc -j`:
+# read_counters calls this twice a host before and after every run, and
+# Python's start took 0.4 s a call.
+tbf_counts() {  # namespace interface
   tc -s -n "$1" qdisc show dev "$2" 2>/dev/null | awk '
     /^qdisc / { root = / root / }
     root && / \(dropped / {
-      sub(/.* \(dropped /, ""); sub(/,.*/, ""); drops += $0; root = 0
+      sent += $2; sub(/.* \(dropped /, ""); sub(/,.*/, ""); drops += $0
+      root = 0
     }
-    END { print drops + 0 }'
+    END { printf "%.0f %.0f\n", sent, drops }'
 }
 
 # One counter of a namespace's TCP statistics (nstat's absolute values,
@@ -231,16 +240,19 @@ tcp_counter() {  # namespace name
 }
 
 # Every host's link counters, one line each: host, bytes leaving and
-# entering it over its shaped link, TCP segments it retransmitted, its
-# retransmission timeouts, and the packets tbf dropped on its link (both
-# ends: leaving the host and leaving the switch towards it).
+# entering it over its shaped link (the interface's counters), TCP segments
+# it retransmitted, its retransmission timeouts, the packets tbf dropped on
+# its link (both ends: leaving the host and leaving the switch towards it),
+# and the bytes tbf sent each way (the frames on the wire; 0 unshaped).
 read_counters() {
-  local h ns
+  local h ns up_bytes up_drops down_bytes down_drops
   for ((h = 0; h < hosts; h++)); do
     ns="${prefix}dc$h"
+    read -r up_bytes up_drops < <(tbf_counts "$ns" wan0)
+    read -r down_bytes down_drops < <(tbf_counts "${prefix}gs" "dc$h")
     echo "$h $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/tx_bytes) $(ip netns exec "$ns" cat /sys/class/net/wan0/statistics/rx_bytes)" \
       "$(tcp_counter "$ns" TcpRetransSegs) $(tcp_counter "$ns" TcpExtTCPTimeouts)" \
-      "$(($(tbf_drops "$ns" wan0) + $(tbf_drops "${prefix}gs" "dc$h")))"
+      "$((up_drops + down_drops)) $up_bytes $down_bytes"
   done
 }
 

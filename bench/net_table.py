@@ -4,9 +4,11 @@
 Reads OUT/<rate>/<placement>/<codec>/: worker-*.jsonl (one record per
 step: wall_s is cumulative, compute_s ... decode_s the step's split) and
 counters-{before,after}.txt (per host: the bytes leaving and entering
-its link, then, in runs since these were recorded, TCP segments
-retransmitted, retransmission timeouts and tbf drops). Step times are worker 0's, from the differences of wall_s over the
-timed steps (after --warmup); the steps are synchronous, so every worker's
+its link as its interface counts them, then, in runs since these were
+recorded, TCP segments retransmitted, retransmission timeouts, tbf drops
+and, since 2026-12-02, the bytes tbf sent each way: the frames on the
+wire, with every TCP segment's headers). Step times are worker 0's, from
+the differences of wall_s over the timed steps (after --warmup); the steps are synchronous, so every worker's
 are the same to within its share of the last barrier.
 """
 
@@ -32,7 +34,8 @@ LOSS_COUNTERS = ("retransmits", "timeouts", "tbf_drops")
 
 
 def read_counters(path):
-    """host -> [tx, rx] or [tx, rx, retransmits, timeouts, tbf_drops]."""
+    """host -> [tx, rx], [tx, rx, retransmits, timeouts, tbf_drops] or
+    that and [wire_tx, wire_rx] (tbf's bytes; 0 on unshaped links)."""
     counters = {}
     with open(path) as f:
         for line in f:
@@ -42,24 +45,27 @@ def read_counters(path):
 
 
 def link_counters_per_step(run_dir, steps):
-    """The busiest host link's bytes per step (the larger direction) and
-    the loss counters per step summed over the hosts (None where the run
-    predates them)."""
+    """Per step: the busiest host link's bytes as the interfaces count
+    them and as tbf sent them (the larger direction of each; None where
+    the run predates tbf's count or the links are unshaped), and the loss
+    counters summed over the hosts (None where the run predates them)."""
     before = read_counters(os.path.join(run_dir, "counters-before.txt"))
     after = read_counters(os.path.join(run_dir, "counters-after.txt"))
-    busiest = 0
+    busiest = wire = 0
     losses = {name: 0 for name in LOSS_COUNTERS}
+    wire_at = 2 + len(LOSS_COUNTERS)
     for host, now in after.items():
         delta = [a - b for a, b in zip(now, before[host])]
         busiest = max(busiest, delta[0], delta[1])
-        if len(delta) < 2 + len(LOSS_COUNTERS):
+        wire = max([wire] + delta[wire_at:wire_at + 2])
+        if len(delta) < wire_at:
             losses = None
         elif losses is not None:
             for name, value in zip(LOSS_COUNTERS, delta[2:]):
                 losses[name] += value
     if losses is not None:
         losses = {name: value / steps for name, value in losses.items()}
-    return busiest / steps, losses
+    return busiest / steps, (wire / steps if wire else None), losses
 
 
 def pacing(run_dir):
@@ -89,7 +95,8 @@ def summarize(run_dir, warmup):
              if r["step"] - 1 in wall]
     split = {k: statistics.median(r[k] for r in timed)
              for k in ("compute_s", "encode_s", "network_s", "decode_s")}
-    link_bytes, losses = link_counters_per_step(run_dir, len(records))
+    link_bytes, wire_bytes, losses = link_counters_per_step(run_dir,
+                                                            len(records))
     return {
         "workers": len([f for f in os.listdir(run_dir)
                         if f.startswith("worker-") and f.endswith(".jsonl")]),
@@ -99,6 +106,7 @@ def summarize(run_dir, warmup):
         "p90": quantile(steps, 0.9),
         "split": split,
         "link_bytes": link_bytes,
+        "wire_bytes": wire_bytes,
         "losses_per_step": losses,
         "timed": len(steps),
         **pacing(run_dir),
@@ -147,6 +155,13 @@ def losses_cell(s):
     return "%.0f / %.2f / %.0f" % tuple(losses[n] for n in LOSS_COUNTERS)
 
 
+def on_the_wire(s):
+    """The busiest link's bytes per step: tbf's frames where counted, else
+    (unshaped links, older runs) the interfaces' count, which misses the
+    headers of every TCP segment but the first of a GSO packet."""
+    return s.get("wire_bytes") or s["link_bytes"]
+
+
 def rate_name(rate):
     return "unshaped" if rate == 0 else "%d mbit/s" % rate
 
@@ -156,14 +171,14 @@ def row(rate, placement, codec, s, fp32):
         return "| %s | %s | %s | no result | | | | | | | |" % (
             rate_name(rate), placement, codec)
     split = s["split"]
-    bound = ("%.3f s" % (s["link_bytes"] * 8 / (rate * 1e6))
-             if rate else "-")
+    busiest = on_the_wire(s)
+    bound = "%.3f s" % (busiest * 8 / (rate * 1e6)) if rate else "-"
     speedup = ("%.2fx" % (fp32["median"] / s["median"])
                if fp32 is not None else "-")
     return "| %s | %s | %s | %.3f s | %.3f s | %s | %.3f / %.3f / %.3f / %.3f | %.2f MB | %s | %s |" % (
         rate_name(rate), placement, codec, s["median"], s["p90"], speedup,
         split["compute_s"], split["encode_s"], split["network_s"],
-        split["decode_s"], s["link_bytes"] / 1e6, bound, losses_cell(s))
+        split["decode_s"], busiest / 1e6, bound, losses_cell(s))
 
 
 PLACEMENTS = ("dedicated", "colocated")
