@@ -8,8 +8,9 @@ its link as its interface counts them, then, in runs since these were
 recorded, TCP segments retransmitted, retransmission timeouts, tbf drops
 and, since 2026-12-02, the bytes tbf sent each way: the frames on the
 wire, with every TCP segment's headers). Step times are worker 0's, from
-the differences of wall_s over the timed steps (after --warmup); the steps are synchronous, so every worker's
-are the same to within its share of the last barrier.
+the differences of wall_s over the timed steps (after --warmup); the
+steps are synchronous, so every worker's are the same to within its share
+of the last barrier.
 """
 
 import argparse
