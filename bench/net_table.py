@@ -54,12 +54,12 @@ def link_counters_per_step(run_dir, steps):
     after = read_counters(os.path.join(run_dir, "counters-after.txt"))
     busiest = wire = 0
     losses = {name: 0 for name in LOSS_COUNTERS}
-    wire_at = 2 + len(LOSS_COUNTERS)
+    losses_end = 2 + len(LOSS_COUNTERS)  # tbf's two byte counts follow
     for host, now in after.items():
         delta = [a - b for a, b in zip(now, before[host])]
         busiest = max(busiest, delta[0], delta[1])
-        wire = max([wire] + delta[wire_at:wire_at + 2])
-        if len(delta) < wire_at:
+        wire = max([wire] + delta[losses_end:losses_end + 2])
+        if len(delta) < losses_end:
             losses = None
         elif losses is not None:
             for name, value in zip(LOSS_COUNTERS, delta[2:]):

@@ -98,8 +98,9 @@ for (rate, placement, codec), r in by.items():
     if rate == 0:
         assert wire is None, "tbf's bytes without tbf: %s" % r
     else:
-        print("200 mbit/s %s %s: busiest link %.3f MB on the wire, %.3f MB"
-              " by the interfaces" % (placement, codec, wire / 1e6, link / 1e6))
+        print("%d mbit/s %s %s: busiest link %.3f MB on the wire, %.3f MB"
+              " by the interfaces"
+              % (rate, placement, codec, wire / 1e6, link / 1e6))
         assert link <= wire <= 1.08 * link, (wire, link)
 for placement in ("dedicated", "colocated"):
     r = by[(200, placement, "fp32")]
