@@ -45,7 +45,9 @@
 # step). Before the colocated runs at a shaped rate,
 # bench/exchange_probe.py measures the worker hosts' all-to-all goodput
 # (results.json's exchange_mbit, which bench/model.py uses for those
-# rows). --trace also samples every worker host's link counters every 10
+# rows). bench/cpu_window.py records how busy the machine's cores were
+# during each run's timed steps (cpu.txt; the table's "cores busy"): all
+# hosts share them. --trace also samples every worker host's link counters every 10
 # ms during each run into trace-<host>.txt (bench/link_trace.py show draws
 # one).
 set -euo pipefail
@@ -296,9 +298,22 @@ stop_tracers() {
   done
 }
 
-# One run: shards, then workers, in their namespaces; counters around it.
+# Gives the cores' sampler (bench/cpu_window.py) up to 1 s to read its
+# last mark (it polls worker 0's JSONL every 10 ms), then ends it: a run
+# whose workers failed leaves it waiting for steps that never come.
+stop_cpu_window() {  # pid
+  for _ in $(seq 20); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# One run: shards, then workers, in their namespaces; counters around it,
+# and the machine's busy cores during the timed steps.
 run_one() {  # rate placement codec
-  local dir="$out/$1/$2/$3" s h n list pace pids=() rc=0
+  local dir="$out/$1/$2/$3" s h n list pace cpu_pid pids=() rc=0
   rm -rf "$dir"
   mkdir -p "$dir"
   list="$(shard_list "$2")"
@@ -322,6 +337,10 @@ run_one() {  # rate placement codec
         sample --out "$dir/trace-$h.txt" >/dev/null 2>&1 &
     done
   fi
+  python3 "$here/cpu_window.py" --jsonl "$dir/worker-0.jsonl" \
+    --from_lines "$warmup" --to_lines $((warmup + steps)) \
+    --out "$dir/cpu.txt" 2>"$dir/cpu_window.log" &
+  cpu_pid=$!
   # shellcheck disable=SC2046  # flags_of's words are flags
   for ((h = 0; h < workers; h++)); do
     "$wan" exec "dc$h" --prefix "$prefix" -- "$tern" worker \
@@ -335,6 +354,7 @@ run_one() {  # rate placement codec
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  stop_cpu_window "$cpu_pid"
   [[ -z "$trace" ]] || stop_tracers
   read_counters >"$dir/counters-after.txt"
   local stopping=$EPOCHREALTIME

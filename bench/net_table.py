@@ -7,7 +7,9 @@ counters-{before,after}.txt (per host: the bytes leaving and entering
 its link as its interface counts them, then, in runs since these were
 recorded, TCP segments retransmitted, retransmission timeouts, tbf drops
 and, since 2026-12-02, the bytes tbf sent each way: the frames on the
-wire, with every TCP segment's headers). Step times are worker 0's, from
+wire, with every TCP segment's headers) and, since 2026-12-02, cpu.txt
+(bench/cpu_window.py: how busy the machine's cores were over the timed
+steps). Step times are worker 0's, from
 the differences of wall_s over the timed steps (after --warmup); the
 steps are synchronous, so every worker's are the same to within its share
 of the last barrier.
@@ -82,6 +84,24 @@ def pacing(run_dir):
             if k in fields}
 
 
+def cores_busy(run_dir):
+    """bench/cpu_window.py's record of the run's timed steps: the machine's
+    cores, the window's length, the cores' busy seconds in it and its steps;
+    None for a run before 2026-12-02 or one whose sampler saw no window."""
+    path = os.path.join(run_dir, "cpu.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        fields = dict(p.split("=", 1) for p in f.read().split() if "=" in p)
+    try:
+        return {"cores": int(fields["cores"]),
+                "window_s": float(fields["window_s"]),
+                "busy_core_s": float(fields["busy_core_s"]),
+                "steps": int(fields["steps"])}
+    except (KeyError, ValueError):
+        return None
+
+
 def summarize(run_dir, warmup):
     """Worker 0's timed steps and the links' bytes, or None when missing."""
     path = os.path.join(run_dir, "worker-0.jsonl")
@@ -110,6 +130,8 @@ def summarize(run_dir, warmup):
         "wire_bytes": wire_bytes,
         "losses_per_step": losses,
         "timed": len(steps),
+        "timed_s": sum(steps),
+        "cpu": cores_busy(run_dir),
         **pacing(run_dir),
     }
 
@@ -156,6 +178,16 @@ def losses_cell(s):
     return "%.0f / %.2f / %.0f" % tuple(losses[n] for n in LOSS_COUNTERS)
 
 
+def cores_cell(s):
+    """The share of the machine's cores busy over the timed steps."""
+    cpu = s.get("cpu")
+    if cpu is None or cpu["window_s"] <= 0:
+        return "-"
+    return "%.0f%% of %d" % (
+        100 * cpu["busy_core_s"] / (cpu["cores"] * cpu["window_s"]),
+        cpu["cores"])
+
+
 def on_the_wire(s):
     """The busiest link's bytes per step: tbf's frames where counted, else
     (unshaped links, older runs) the interfaces' count, which misses the
@@ -169,17 +201,18 @@ def rate_name(rate):
 
 def row(rate, placement, codec, s, fp32):
     if s is None:
-        return "| %s | %s | %s | no result | | | | | | | |" % (
+        return "| %s | %s | %s | no result | | | | | | | | |" % (
             rate_name(rate), placement, codec)
     split = s["split"]
     busiest = on_the_wire(s)
     bound = "%.3f s" % (busiest * 8 / (rate * 1e6)) if rate else "-"
     speedup = ("%.2fx" % (fp32["median"] / s["median"])
                if fp32 is not None else "-")
-    return "| %s | %s | %s | %.3f s | %.3f s | %s | %.3f / %.3f / %.3f / %.3f | %.2f MB | %s | %s |" % (
+    return "| %s | %s | %s | %.3f s | %.3f s | %s | %.3f / %.3f / %.3f / %.3f | %.2f MB | %s | %s | %s |" % (
         rate_name(rate), placement, codec, s["median"], s["p90"], speedup,
         split["compute_s"], split["encode_s"], split["network_s"],
-        split["decode_s"], busiest / 1e6, bound, losses_cell(s))
+        split["decode_s"], busiest / 1e6, bound, losses_cell(s),
+        cores_cell(s))
 
 
 PLACEMENTS = ("dedicated", "colocated")
@@ -246,8 +279,8 @@ def main():
     print("| link | shards | codec | step (median) | step (p90) | fp32 / codec"
           " | compute / encode / network / decode (median s) | busiest link"
           " per step | wire bound | retransmits / timeouts / tbf drops"
-          " per step |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " per step | cores busy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     missing = 0
     results = []
     for rate in (int(r) for r in args.rates.split()):

@@ -14,6 +14,9 @@
 #   - a shaped fp32 step takes at least 0.9 of its wire bound (the link
 #     cannot be faster than its tbf rate), unshaped rows have no bound;
 #   - every row counts retransmits, timeouts and tbf drops (none unshaped);
+#   - every row records how busy the machine's cores were over its timed
+#     steps: a share in (0, 1] of this machine's cores, over a window as
+#     long as worker 0's timed steps (within 50 ms and 10%);
 #   - the paced rows at 200 mbit/s record each connection's rate,
 #     --pace_share 0.9 of the link over the connections on it (1
 #     co-located, 2 x 2 dedicated), and a --pace_share out of (0, 1.5] is
@@ -74,7 +77,7 @@ for stop in "${stops[@]}"; do
 done
 
 /usr/bin/python3 - "$OUT/results.json" <<'EOF' || fail "the results do not hold (above)"
-import json, sys
+import json, os, sys
 rows = json.load(open(sys.argv[1]))
 assert len(rows) == 12, "%d rows, not 12" % len(rows)
 by = {(r["rate_mbit"], r["placement"], r["codec"]): r["result"] for r in rows}
@@ -115,6 +118,18 @@ for row in rows:
         assert 0.5 * 200 <= exchange <= 1.05 * 200, "exchange %s" % exchange
     else:
         assert exchange is None, "an exchange where none was measured: %s" % row
+cores = os.cpu_count()
+for key, r in by.items():
+    cpu = r["cpu"]
+    assert cpu is not None, "%s: no record of the cores" % (key,)
+    share = cpu["busy_core_s"] / (cpu["cores"] * cpu["window_s"])
+    print("%s: cores %.0f%% busy over %.3f s, the timed steps %.3f s"
+          % (key, 100 * share, cpu["window_s"], r["timed_s"]))
+    assert cpu["cores"] == cores and cpu["steps"] == 3, cpu
+    assert 0 < share <= 1.0001, "%s: busy share %g" % (key, share)
+    assert abs(cpu["window_s"] - r["timed_s"]) <= 0.05 + 0.1 * r["timed_s"], (
+        "%s: window %.3f s, timed steps %.3f s"
+        % (key, cpu["window_s"], r["timed_s"]))
 paced = {(200, "colocated"): 180.0, (200, "dedicated"): 45.0}
 for (rate, placement, codec), r in by.items():
     want = paced.get((rate, placement)) if codec == "fp32-paced" else None
@@ -152,8 +167,8 @@ EOF
   fail "link_trace.py show failed"
 grep -q '^sent below a tenth of the rate: [0-9]*% of [0-9]* bins$' "$TEST_TMPDIR/trace.txt" ||
   fail "link_trace.py show printed no summary: $(cat "$TEST_TMPDIR/trace.txt")"
-grep -Eq '^\| unshaped \| dedicated \| fp32 \| .* \| - \| [0-9]+ / [0-9.]+ / 0 \|$' "$TEST_TMPDIR/table.md" ||
-  fail "the unshaped fp32 row has a wire bound"
+grep -Eq '^\| unshaped \| dedicated \| fp32 \| .* \| - \| [0-9]+ / [0-9.]+ / 0 \| [0-9]+% of [0-9]+ \|$' "$TEST_TMPDIR/table.md" ||
+  fail "the unshaped fp32 row has a wire bound, or no busy cores"
 grep -q '^| 200 mbit/s | colocated | terngrad |' "$TEST_TMPDIR/table.md" ||
   fail "no 200 mbit/s colocated terngrad row"
 "$BENCH" --table_only --warmup 1 --out "$OUT" >"$TEST_TMPDIR/again.md" ||
