@@ -231,13 +231,21 @@ void Accumulate(benchmark::State& state, Layout layout) {
   SetFp32Bytes(state, n);
 }
 
-std::vector<int32_t> Sums(size_t n) {
+// The scaler of the synthetic pushes: most of these gradients' codes are
+// nonzero (about three in four). With kSparseScaler about one in five is,
+// as in LeNet's pushes on Fashion-MNIST (bench/README.md, "The push in
+// fewer bits": 1.19 bits a code, nonzero with probability about 0.19),
+// so their sums are spread as a real pull's.
+constexpr float kDenseScaler = 0.005f;
+constexpr float kSparseScaler = 0.025f;
+
+std::vector<int32_t> Sums(size_t n, float scaler = kDenseScaler) {
   std::vector<int32_t> sums(n, 0);
   for (uint32_t w = 0; w < kWorkers; ++w) {
     std::vector<uint8_t> packed(PackedTernaryBytes(n, Layout::kTernary2Bit));
     RandomStream stream = kStream;
     stream.worker = w;
-    QuantizePack(Gradient(n, w), 0.005f, stream, Layout::kTernary2Bit,
+    QuantizePack(Gradient(n, w), scaler, stream, Layout::kTernary2Bit,
                  absl::MakeSpan(packed));
     (void)AccumulateTernary(packed, n, Layout::kTernary2Bit,
                             absl::MakeSpan(sums));
@@ -259,9 +267,10 @@ std::vector<uint8_t> PackedPull(const std::vector<int32_t>& sums,
 
 // Also reports the pull's bits per sum (of these synthetic sums, whose
 // spread is wider than real gradients': bench/README.md has LeNet's).
-void PackSumsStage(benchmark::State& state, Layout layout) {
+void PackSumsStage(benchmark::State& state, Layout layout,
+                   float scaler = kDenseScaler) {
   const size_t n = static_cast<size_t>(state.range(0));
-  const std::vector<int32_t> sums = Sums(n);
+  const std::vector<int32_t> sums = Sums(n, scaler);
   std::vector<uint8_t> out(PackedSumBytes(n, kWorkers, layout), 0);
   for (auto _ : state) {
     if (layout == Layout::kSumHuffman) {
@@ -279,9 +288,10 @@ void PackSumsStage(benchmark::State& state, Layout layout) {
       8.0 * static_cast<double>(PackedPull(sums, layout).size()) / n;
 }
 
-void DecodeSumsStage(benchmark::State& state, Layout layout) {
+void DecodeSumsStage(benchmark::State& state, Layout layout,
+                     float scaler = kDenseScaler) {
   const size_t n = static_cast<size_t>(state.range(0));
-  const std::vector<uint8_t> packed = PackedPull(Sums(n), layout);
+  const std::vector<uint8_t> packed = PackedPull(Sums(n, scaler), layout);
   std::vector<float> out(n, 0.0f);
   for (auto _ : state) {
     const absl::Status status =
@@ -498,6 +508,13 @@ void RegisterTernGradSums() {
            [](benchmark::State& s) { PackSumsStage(s, Layout::kSumHuffman); });
   Register("terngrad/decode_sums_huffman", [](benchmark::State& s) {
     DecodeSumsStage(s, Layout::kSumHuffman);
+  });
+  // Sums spread as LeNet's are: shorter codes, more of them a lookup.
+  Register("terngrad/pack_sums_huffman_sparse", [](benchmark::State& s) {
+    PackSumsStage(s, Layout::kSumHuffman, kSparseScaler);
+  });
+  Register("terngrad/decode_sums_huffman_sparse", [](benchmark::State& s) {
+    DecodeSumsStage(s, Layout::kSumHuffman, kSparseScaler);
   });
   Register("terngrad/server_step",
            [](benchmark::State& s) { ServerStep(s, CodecId::kTernGrad); });
