@@ -47,9 +47,9 @@
 # (results.json's exchange_mbit, which bench/model.py uses for those
 # rows). bench/cpu_window.py records how busy the machine's cores were
 # during each run's timed steps (cpu.txt; the table's "cores busy"): all
-# hosts share them. --trace also samples every worker host's link counters every 10
-# ms during each run into trace-<host>.txt (bench/link_trace.py show draws
-# one).
+# hosts share them. --trace also samples every worker host's link
+# counters every 10 ms during each run into trace-<host>.txt
+# (bench/link_trace.py show draws one).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
