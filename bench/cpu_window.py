@@ -12,7 +12,8 @@ file reaches --from_lines lines (the warm-up done) and again at --to_lines
 
 busy_core_s is the cores' time outside idle and iowait over the window
 (every process's user and system time, interrupts and softirqs: the
-links' packets included), window_s the window's length. It ends there, on
+links' packets included; and steal, the time a virtual machine's cores
+wanted to run while its host ran others), window_s the window's length. It ends there, on
 SIGTERM, or after --timeout_s, writing nothing unless both ends were
 read.
 
@@ -88,8 +89,8 @@ def main():
         marks.append((time.monotonic(), *busy_and_total_ticks()))
     (start, busy0, total0), (stop, busy1, total1) = marks
     cores = os.cpu_count()
-    # The busy share of all ticks times the cores' time: a tick is 10 ms,
-    # and the share needs no assumption about how many fit the window.
+    # Busy seconds = the busy share of the window's ticks x the cores'
+    # seconds in it, which needs no tick length (USER_HZ).
     tick_s = (stop - start) * cores / max(1, total1 - total0)
     with open(args.out, "w") as out:
         out.write("cores=%d window_s=%.4f busy_core_s=%.4f steps=%d\n"
