@@ -9,10 +9,9 @@ recorded, TCP segments retransmitted, retransmission timeouts, tbf drops
 and, since 2026-12-02, the bytes tbf sent each way: the frames on the
 wire, with every TCP segment's headers) and, since 2026-12-02, cpu.txt
 (bench/cpu_window.py: how busy the machine's cores were over the timed
-steps). Step times are worker 0's, from
-the differences of wall_s over the timed steps (after --warmup); the
-steps are synchronous, so every worker's are the same to within its share
-of the last barrier.
+steps). Step times are worker 0's, from the differences of wall_s over
+the timed steps (after --warmup); the steps are synchronous, so every
+worker's are the same to within its share of the last barrier.
 """
 
 import argparse
@@ -71,15 +70,20 @@ def link_counters_per_step(run_dir, steps):
     return busiest / steps, (wire / steps if wire else None), losses
 
 
+def key_values(path):
+    """The KEY=VALUE words of one of the run's small records (pace.txt,
+    cpu.txt), as strings; {} when the file is absent."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return dict(p.split("=", 1) for p in f.read().split() if "=" in p)
+
+
 def pacing(run_dir):
     """What bench/net.sh's pace.txt says of a paced run: pace_mbit (each
     connection's rate) and paced_link_mbit (the connections on one link
     together); {} for a run not paced."""
-    path = os.path.join(run_dir, "pace.txt")
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        fields = dict(p.split("=", 1) for p in f.read().split() if "=" in p)
+    fields = key_values(os.path.join(run_dir, "pace.txt"))
     return {k: float(fields[k]) for k in ("pace_mbit", "paced_link_mbit")
             if k in fields}
 
@@ -88,11 +92,7 @@ def cores_busy(run_dir):
     """bench/cpu_window.py's record of the run's timed steps: the machine's
     cores, the window's length, the cores' busy seconds in it and its steps;
     None for a run before 2026-12-02 or one whose sampler saw no window."""
-    path = os.path.join(run_dir, "cpu.txt")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        fields = dict(p.split("=", 1) for p in f.read().split() if "=" in p)
+    fields = key_values(os.path.join(run_dir, "cpu.txt"))
     try:
         return {"cores": int(fields["cores"]),
                 "window_s": float(fields["window_s"]),
