@@ -71,8 +71,9 @@ def link_counters_per_step(run_dir, steps):
 
 
 def key_values(path):
-    """The KEY=VALUE words of one of the run's small records (pace.txt,
-    cpu.txt), as strings; {} when the file is absent."""
+    """The KEY=VALUE words of one of the benchmark's small records
+    (pace.txt, cpu.txt, exchange-*.log), as strings; {} when the file is
+    absent."""
     if not os.path.exists(path):
         return {}
     with open(path) as f:
@@ -150,15 +151,9 @@ def goodput_mbit(out, rate, placement):
 def exchange_mbit(out, rate, placement):
     """The all-to-all goodput bench/exchange_probe.py measured before the
     placement's runs, in mbit/s; None where it was not measured."""
-    path = os.path.join(out, str(rate), "exchange-%s.log" % placement)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        for line in f:
-            for field in line.split():
-                if field.startswith("exchange_mbit="):
-                    return float(field.split("=", 1)[1])
-    return None
+    fields = key_values(os.path.join(out, str(rate),
+                                     "exchange-%s.log" % placement))
+    return float(fields["exchange_mbit"]) if "exchange_mbit" in fields else None
 
 
 def link_setup(out, rate):
