@@ -961,6 +961,21 @@ TEST(RegisterTest, RejoinIsIdempotentAndAnswersTheNextRound) {
   EXPECT_EQ(reply->max_lag, 2u);
 }
 
+TEST(RegisterTest, AModelOfNoElementsIsRefused) {
+  Fixture f(2);
+  for (const std::vector<uint64_t>& elements :
+       {std::vector<uint64_t>{}, std::vector<uint64_t>{0, 0}}) {
+    EXPECT_EQ(f.gs->Register(Registration(0, 2, elements)).status(),
+              absl::InvalidArgumentError("data center 0 registers a model of "
+                                         "0 elements: there is nothing to "
+                                         "average"));
+  }
+  // Refused registrations fix nothing; a chunk of 0 elements beside
+  // others is a model like any other.
+  ASSERT_TRUE(f.gs->Register(Registration(0, 2, {0, 3})).ok());
+  EXPECT_TRUE(f.gs->Register(Registration(1, 2, {0, 3})).ok());
+}
+
 TEST(RegisterTest, DefaultLayoutsAreResolved) {
   Fixture f(2);
   ASSERT_TRUE(f.gs->Register(Registration(0, 2, {4}, CodecId::kTernGrad,

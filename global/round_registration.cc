@@ -82,6 +82,15 @@ absl::Status RoundAggregator::CheckRegisterOptions(
       !status.ok()) {
     return status;
   }
+  if (std::all_of(request.chunk_elements.begin(), request.chunk_elements.end(),
+                  [](uint64_t elements) { return elements == 0; })) {
+    // An LPS never registers one (its workers' joins are refused first);
+    // a registration that did would fix a model no data center could sync.
+    return absl::InvalidArgumentError(
+        absl::StrCat("data center ", d,
+                     " registers a model of 0 elements: there is nothing to "
+                     "average"));
+  }
   if (!AnswerFits(request.chunk_elements, request.fp32_chunk_keys,
                   request.update_codec, *layout, options_.max_message_bytes)) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -29,6 +29,17 @@ absl::StatusOr<Partition> CutModel(const JoinRequest& join,
   absl::StatusOr<core::ModelSize> model =
       core::SizeModel(elements, partition_bytes);
   if (!model.ok()) return WithPrefix(model.status(), "partition");
+  if (model->elements == 0) {
+    // tern's workers refuse such a model themselves (param_buffer.cc); a
+    // join that declares one would fix a run no worker could join.
+    const size_t n = join.tensors.size();
+    return absl::InvalidArgumentError(
+        absl::StrCat("param spec: the model has no parameters to train (",
+                     n == 0 ? "no tensors"
+                            : absl::StrCat(n, n == 1 ? " tensor" : " tensors",
+                                           " of 0 elements"),
+                     ")"));
+  }
   if (absl::Status status = core::CheckModelFits(
           *model, limits.num_shards, limits.max_message_bytes, limits.remedy);
       !status.ok()) {

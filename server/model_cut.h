@@ -27,8 +27,9 @@ struct ModelLimits {
 
 // The partition of `join`'s tensors at its partition_bytes over
 // limits.num_shards shards. INVALID_ARGUMENT "param spec: ..." for a
-// negative or too large shape, "partition: ..." for a partition_bytes
-// below 4 or more chunks than keys; FAILED_PRECONDITION from
+// negative or too large shape or a model of no elements at all (a tensor
+// of 0 elements beside others is fine), "partition: ..." for a
+// partition_bytes below 4 or more chunks than keys; FAILED_PRECONDITION from
 // core::CheckModelFits, ending with limits.remedy, for a model the shards
 // could not carry. Checked before the partition is made.
 absl::StatusOr<Partition> CutModel(const JoinRequest& join,

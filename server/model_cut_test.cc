@@ -27,6 +27,14 @@ TEST(ModelCutTest, CutsAModelThatFits) {
   EXPECT_EQ(partition->total_elements(), 22u);
 }
 
+TEST(ModelCutTest, AnEmptyTensorBesideOthersIsCut) {
+  JoinRequest join = MakeJoin(32);
+  join.tensors.push_back(TensorSpec{"unused", {0}});
+  const absl::StatusOr<Partition> partition = CutModel(join, kOneShard);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  EXPECT_EQ(partition->total_elements(), 22u);
+}
+
 TEST(ModelCutTest, NamesWhatIsWrongBeforeCutting) {
   JoinRequest negative = MakeJoin(32);
   negative.tensors[1].shape = {-7};
@@ -36,6 +44,16 @@ TEST(ModelCutTest, NamesWhatIsWrongBeforeCutting) {
   EXPECT_EQ(small.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(small.message(),
             "partition: partition_bytes must be at least 4 (one float), got 3");
+  JoinRequest empty = MakeJoin(32);
+  empty.tensors = {TensorSpec{"w", {0, 5}}};
+  EXPECT_EQ(CutModel(empty, kOneShard).status(),
+            absl::InvalidArgumentError("param spec: the model has no "
+                                       "parameters to train (1 tensor of 0 "
+                                       "elements)"));
+  empty.tensors.clear();
+  EXPECT_EQ(CutModel(empty, kOneShard).status(),
+            absl::InvalidArgumentError("param spec: the model has no "
+                                       "parameters to train (no tensors)"));
   JoinRequest attack = MakeJoin(4);
   attack.tensors = {TensorSpec{"w", {int64_t{1} << 31}}};
   const absl::Status refused = CutModel(attack, kOneShard).status();
