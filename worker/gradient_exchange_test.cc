@@ -89,6 +89,16 @@ TEST(GradientExchangeTest, RefusesOrdersAndNamesNoModuleHas) {
   }
 }
 
+TEST(GradientExchangeTest, RefusesAModelOfNoElements) {
+  std::vector<float> data(1, 0.0f);
+  auto exchange = GradientExchange::Create(
+      TwoShards(), {{"w", {0}, data.data()}, {"b", {2, 0}, data.data()}},
+      MakeNullLogger());
+  EXPECT_EQ(exchange.status(),
+            absl::InvalidArgumentError("the model has no parameters to train "
+                                       "(all of them have 0 elements)"));
+}
+
 TEST(GradientExchangeTest, StepWithTheWrongNumberOfGradientsIsRefused) {
   std::vector<float> weight(3, 0.0f);
   auto exchange = GradientExchange::Create(

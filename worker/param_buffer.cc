@@ -46,8 +46,11 @@ absl::StatusOr<ParamBuffer> ParamBuffer::Create(
     buffer.tensor_offsets_.push_back(offset);
     offset += elements;
   }
-  if (buffer.params_.empty()) {
-    return absl::InvalidArgumentError("the model has no parameters");
+  if (offset == 0) {  // the servers would refuse its join (model_cut.h)
+    return absl::InvalidArgumentError(
+        buffer.params_.empty() ? "the model has no parameters"
+                               : "the model has no parameters to train (all "
+                                 "of them have 0 elements)");
   }
   buffer.spec_hash_ = ParamSpecHash(buffer.spec_);
   buffer.gradients_.assign(offset, 0.0f);
