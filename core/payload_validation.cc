@@ -72,7 +72,8 @@ absl::Status ValidatePayload(const kernels::Payload& payload,
   if (expect.layout != kernels::Layout::kUnspecified &&
       payload.layout != expect.layout) {
     return invalid("layout ", kernels::LayoutName(payload.layout),
-                   ", but the run pushes ", kernels::LayoutName(expect.layout));
+                   ", but the run sends the chunk as ",
+                   kernels::LayoutName(expect.layout));
   }
   if (payload.format_version != kernels::kFormatVersion) {
     return invalid("format version ", payload.format_version,
@@ -84,8 +85,8 @@ absl::Status ValidatePayload(const kernels::Payload& payload,
                    expect.num_elements);
   }
   if (expect.single_summand && payload.num_summands != 1) {
-    return invalid("num_summands ", payload.num_summands,
-                   ", but a push holds one worker's values");
+    return invalid("num_summands ", payload.num_summands, ", but ",
+                   expect.message, " holds one ", expect.sender, "'s values");
   }
   for (const float scaler : payload.scalers) {
     if (!std::isfinite(scaler)) {

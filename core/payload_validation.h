@@ -66,6 +66,10 @@ struct PayloadExpectation {
   uint64_t num_elements = 0;
   // A push or update is one peer's values: num_summands == 1.
   bool single_summand = true;
+  // What the peer sends, and who it is, for "num_summands 2, but a push
+  // holds one worker's values" ("an update ... one data center's").
+  std::string message = "a push";
+  std::string sender = "worker";
   // TernGrad: codes add up only under one scaler, so the payload must carry
   // exactly this one (and only one).
   std::optional<float> shared_scaler;
@@ -75,13 +79,13 @@ struct PayloadExpectation {
 };
 
 // INVALID_ARGUMENT naming the first field that does not match, e.g.
-// "codec fp32, but the chunk travels as terngrad", "9 elements, but the
-// chunk has 7", "format version 2 is not supported (this shard reads 1)",
-// "num_summands 2, but a push holds one worker's values", "scaler nan is
-// not finite (...)", "scaler is 3.4e+38, beyond 1e+30 (the magnitude rule:
-// ...)", "scaler 0.5 differs from the shared scaler 1 of this
-// step". The caller prefixes where it came from ("step 0: chunk 1 of
-// worker 0: ").
+// "codec fp32, but the chunk travels as terngrad", "layout RAW, but the run
+// sends the chunk as TERNARY_2BIT", "9 elements, but the chunk has 7",
+// "format version 2 is not supported (this shard reads 1)", "num_summands
+// 2, but a push holds one worker's values", "scaler nan is not finite
+// (...)", "scaler is 3.4e+38, beyond 1e+30 (the magnitude rule: ...)",
+// "scaler 0.5 differs from the shared scaler 1 of this step". The caller
+// prefixes where it came from ("step 0: chunk 1 of worker 0: ").
 absl::Status ValidatePayload(const kernels::Payload& payload,
                              const PayloadExpectation& expect);
 

@@ -79,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"Codec", [](auto* p) { p->codec = CodecId::kFp32; },
             "codec fp32, but the chunk travels as terngrad"},
         Bad{"Layout", [](auto* p) { p->layout = Layout::kRaw; },
-            "layout RAW, but the run pushes"},
+            "layout RAW, but the run sends the chunk as"},
         Bad{"FormatVersion", [](auto* p) { p->format_version = 2; },
             "format version 2 is not supported (this shard reads 1)"},
         Bad{"Elements", [](auto* p) { p->num_elements = 9; },

@@ -777,7 +777,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadUpdate{
             "Summands",
             [](SyncRequest* r) { r->updates[1].payload.num_summands = 2; },
-            "chunk 1 of data center 1: num_summands 2"},
+            "chunk 1 of data center 1: num_summands 2, but an update holds "
+            "one data center's values"},
         BadUpdate{
             "CorruptCode",
             [](SyncRequest* r) { r->updates[0].payload.data[0] = '\xff'; },

@@ -94,6 +94,8 @@ absl::StatusOr<DecodedUpdates> DecodeUpdates(
     expect.layout = spec.layout;
     expect.num_elements = spec.num_elements;
     expect.reader = "the GS";
+    expect.message = "an update";
+    expect.sender = "data center";
     std::vector<float> values(spec.num_elements);
     absl::Status status = core::ValidatePayload(update, expect);
     if (status.ok()) {
