@@ -22,7 +22,10 @@ linear (--outputs). What tern does with its parts (worker/README.md):
   targets saved as [N, outputs]);
 - --kind own_loss: the module computes its own loss. It says so with a bool
   attribute `returns_loss = True`, and tern then calls forward(x, y) and
-  trains on the scalar it returns (here cross-entropy with label smoothing).
+  trains on the scalar it returns (here cross-entropy with label smoothing);
+- --freeze fc1 (or bn1, logits): that layer's parameters get
+  requires_grad False, and tern leaves them as saved, as a PyTorch
+  optimizer would.
 
 Needs Debian's python3-torch (the PyTorch 1.13 of libtorch-dev): run it with
 /usr/bin/python3.
@@ -72,6 +75,9 @@ def main() -> None:
                         help="classes, or regression outputs")
     parser.add_argument("--kind", default="classifier",
                         choices=["classifier", "regression", "own_loss"])
+    parser.add_argument("--freeze", default="", choices=["", "fc1", "bn1",
+                                                         "logits"],
+                        help="a layer whose parameters are not trained")
     parser.add_argument("--seed", type=int, default=1,
                         help="the initial parameters every worker starts from")
     parser.add_argument("--out", required=True, help="the .pt file to write")
@@ -80,11 +86,15 @@ def main() -> None:
     torch.manual_seed(args.seed)
     shape = [int(d) for d in args.input_shape.split(",")]
     net = TinyBnNet(math.prod(shape), args.hidden, args.outputs)
+    if args.freeze:
+        for param in getattr(net, args.freeze).parameters():
+            param.requires_grad_(False)
     model = WithOwnLoss(net) if args.kind == "own_loss" else net
     torch.jit.script(model).save(args.out)
-    params = sum(p.numel() for p in model.parameters())
-    print(f"wrote {args.out}: {args.kind}, {params} parameters in "
-          f"{len(list(model.parameters()))} tensors")
+    trained = [p for p in model.parameters() if p.requires_grad]
+    params = sum(p.numel() for p in trained)
+    print(f"wrote {args.out}: {args.kind}, {params} parameters to train in "
+          f"{len(trained)} tensors")
 
 
 if __name__ == "__main__":

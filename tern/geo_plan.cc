@@ -189,6 +189,9 @@ std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
   std::vector<std::string> flags;
   for (const std::string& flag : options.worker_args) {
     if (!evaluates && absl::StartsWith(flag, "--eval_every=")) continue;
+    // One file, one writer: worker 0's model (every replica's, or in a geo
+    // run the one its LPS answered last).
+    if (worker != 0 && absl::StartsWith(flag, "--save_model=")) continue;
     flags.push_back(flag);
   }
   if (!evaluates) flags.push_back("--eval_every=0");

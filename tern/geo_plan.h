@@ -125,6 +125,7 @@ std::vector<std::string> LpsArgs(const LaunchOptions& resolved,
 // all four modes: an evaluation stalls its data center, and a data center
 // stalled alone falls rounds behind the others (gaia, weightgrad), which
 // the global server's bounded staleness then makes everyone wait for.
+// --save_model goes to worker 0 alone.
 std::vector<std::string> WorkerFlagsOf(const LaunchOptions& options,
                                        uint32_t worker);
 

@@ -295,6 +295,19 @@ TEST(CommandLineTest, TheFirstWorkerOfEachDataCenterEvaluates) {
   EXPECT_THAT(WorkerFlagsOf(plain, 2), ElementsAre("--eval_every=0"));
 }
 
+TEST(CommandLineTest, OnlyWorkerZeroWritesTheModel) {
+  LaunchOptions plain;
+  plain.worker_args = {"--save_model=/o/model.pt", "--model=lenet"};
+  EXPECT_THAT(WorkerFlagsOf(plain, 0),
+              ElementsAre("--save_model=/o/model.pt", "--model=lenet"));
+  EXPECT_THAT(WorkerFlagsOf(plain, 1),
+              ElementsAre("--model=lenet", "--eval_every=0"));
+  // Not the first worker of another data center either: one file.
+  LaunchOptions geo = Geo(GeoMode::kWeightgrad, 3, 2);
+  geo.worker_args = plain.worker_args;
+  EXPECT_THAT(WorkerFlagsOf(geo, 2), ElementsAre("--model=lenet"));
+}
+
 TEST(CommandLineTest, TernWan) {
   LaunchOptions options = Geo(GeoMode::kBaseline, 3, 2);
   options.geo.wan_prefix = "t9-";

@@ -22,6 +22,7 @@
 #include "tern/metrics_file.h"
 #include "tern/progress.h"
 #include "tern/server_startup.h"
+#include "worker/model_export.h"
 #include "worker/worker_flags.h"
 
 namespace tern {
@@ -208,7 +209,16 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options, bool is_root) {
       "127.0.0.1:1");
   as_worker.num_workers = placement.num_workers;
   as_worker.worker_id = placement.worker_id;
-  return worker::ValidateWorkerOptions(as_worker);
+  if (absl::Status status = worker::ValidateWorkerOptions(as_worker);
+      !status.ok()) {
+    return status;
+  }
+  // Worker 0 checks it again; a path it cannot write to is found before
+  // anything starts.
+  if (!resolved.job.save_model.empty()) {
+    return worker::CheckModelPath(resolved.job.save_model);
+  }
+  return absl::OkStatus();
 }
 
 std::string DefaultOutDir(absl::Time now) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,12 @@ int FinishRun(const LaunchContext& run, const JobTimes& times) {
     tls = {{"mutual", true}, {"certs_dir", run.tls_dir}};
   }
   document["tls"] = tls;
+  // --save_model: where worker 0 wrote the trained model (null: nowhere).
+  const std::string& model_file = run.options->job.save_model;
+  const bool model_written = outcome.exit_code == 0 && !model_file.empty() &&
+                             std::filesystem::exists(model_file);
+  document["model_file"] = model_written ? nlohmann::ordered_json(model_file)
+                                         : nlohmann::ordered_json(nullptr);
   // The codec names the run on `tern plot`'s charts; a geo run is named by
   // its mode, which decides the codec (tern/geo_plan.h).
   document["codec"] =
@@ -127,6 +134,10 @@ int FinishRun(const LaunchContext& run, const JobTimes& times) {
   if (!run.tls_dir.empty()) {
     absl::StrAppend(&text, "  tls             mutual TLS on every link, "
                     "certificates in ", run.tls_dir, "\n");
+  }
+  if (model_written) {
+    absl::StrAppend(&text, "  model           ", model_file,
+                    " (worker 0's, --save_model)\n");
   }
   // The charts of the run, a failed one's included: its records tell why.
   if (training.workers_reporting > 0) {

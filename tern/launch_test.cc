@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,6 +159,19 @@ TEST_F(LaunchFlagsTest, TlsIsALaunchFlag) {
   Parse({"--tls", "--run_id=no/slash"});
   EXPECT_THAT(ValidateLaunchOptions(options_, false).message(),
               HasSubstr("--run_id"));
+}
+
+// --save_model is a worker flag; launch checks the path before starting.
+TEST_F(LaunchFlagsTest, SaveModelIsCheckedBeforeAnythingStarts) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp == nullptr ? "/tmp" : tmp;
+  Parse({"--save_model=" + dir + "/models/m.pt"});
+  EXPECT_THAT(options_.worker_args,
+              ElementsAre("--save_model=" + dir + "/models/m.pt"));
+  EXPECT_TRUE(ValidateLaunchOptions(options_, false).ok());
+  Parse({"--save_model=" + dir});
+  EXPECT_THAT(ValidateLaunchOptions(options_, false).message(),
+              HasSubstr("--save_model " + dir + " is a directory"));
 }
 
 TEST_F(LaunchFlagsTest, BadValuesNameTheFlag) {

@@ -6,7 +6,9 @@
 # worker's loss falls and the replicas end identical (batch norm's running
 # statistics are per worker and not in the checksum). Then --loss=mse on
 # float targets, and a module with its own loss (returns_loss = True).
-# Malformed model files make `tern worker` exit 1 naming the file, before it
+# --save_model writes worker 0's trained model, which PyTorch loads and
+# evaluates to tern's accuracy; a frozen layer stays as saved. Malformed
+# model files make `tern worker` exit 1 naming the file, before it
 # contacts a shard; a worker with another .pt is refused at join with both
 # files' hashes.
 #
@@ -95,15 +97,71 @@ PY
 }
 
 launch classify 2 --data_dir "$DATA" --model "$TMP/tiny.pt" --steps 60 \
-  --lr 0.05
+  --lr 0.05 --save_model "$TMP/trained/tiny.pt"
 check classify 2 60
-"$PY" - "$TMP/classify" <<'PY'
+# The trained model as PyTorch loads it: it is worker 0's final model (the
+# same test accuracy as tern's final evaluation) and no longer the file it
+# started from.
+"$PY" - "$TMP/classify" "$TMP/trained/tiny.pt" "$TMP/tiny.pt" "$DATA" <<'PY'
 import json, sys
-with open(f"{sys.argv[1]}/summary.json") as f:
+import numpy as np
+import torch
+
+out, trained_path, initial_path, data = sys.argv[1:]
+with open(f"{out}/summary.json") as f:
     summary = json.load(f)
-print(f"final test accuracy {summary['final_test_accuracy']}")
-if not summary["final_test_accuracy"] > 0.5:
-    sys.exit(f"FAIL: test accuracy {summary['final_test_accuracy']} <= 0.5")
+accuracy = summary["final_test_accuracy"]
+print(f"final test accuracy {accuracy}")
+if not accuracy > 0.5:
+    sys.exit(f"FAIL: test accuracy {accuracy} <= 0.5")
+if summary["model_file"] != trained_path:
+    sys.exit(f"FAIL: summary's model_file {summary['model_file']}")
+trained = torch.jit.load(trained_path).eval()
+initial = torch.jit.load(initial_path)
+for (name, p), (_, q) in zip(trained.named_parameters(),
+                             initial.named_parameters()):
+    if torch.equal(p, q):
+        sys.exit(f"FAIL: {name} is the initial value")
+x = torch.from_numpy(np.load(f"{data}/test_x.npy"))
+y = torch.from_numpy(np.load(f"{data}/test_y.npy"))
+with torch.no_grad():
+    logits = trained(x)
+ours = (logits.argmax(1) == y).double().mean().item()
+loss = torch.nn.functional.cross_entropy(logits, y).item()
+print(f"the saved model in PyTorch: test accuracy {ours}, test loss {loss} "
+      f"(tern's {summary['final_test_loss']})")
+# One example's worth of slack: tern evaluates in batches of its own, and
+# sums the loss in another order.
+if abs(ours - accuracy) > 1.5 / len(y):
+    sys.exit(f"FAIL: the saved model's accuracy {ours} is not tern's "
+             f"{accuracy}")
+if abs(loss - summary["final_test_loss"]) > 1e-4 * abs(loss):
+    sys.exit(f"FAIL: the saved model's test loss {loss} is not tern's "
+             f"{summary['final_test_loss']}")
+PY
+grep -qF "model           $TMP/trained/tiny.pt" "$TMP/classify.txt" ||
+  { cat "$TMP/classify.txt" >&2; fail "the summary does not name the model"; }
+[[ ! -e "$TMP/trained/tiny.pt.tmp" ]] || fail "tiny.pt.tmp was left behind"
+
+# A frozen layer (requires_grad False) stays as saved, weight decay (the
+# default 5e-4) and all, while the rest trains.
+"$PY" "$NET" --input_shape 8,8 --outputs 4 --freeze fc1 \
+  --out "$TMP/frozen.pt"
+launch frozen 2 --data_dir "$DATA" --model "$TMP/frozen.pt" --steps 30 \
+  --lr 0.05 --save_model "$TMP/frozen_trained.pt"
+check frozen 2 30
+"$PY" - "$TMP/frozen_trained.pt" "$TMP/frozen.pt" <<'PY'
+import sys
+import torch
+
+trained = dict(torch.jit.load(sys.argv[1]).named_parameters())
+initial = dict(torch.jit.load(sys.argv[2]).named_parameters())
+for name, value in initial.items():
+    moved = not torch.equal(trained[name], value)
+    if moved != value.requires_grad:
+        sys.exit(f"FAIL: {name} (requires_grad {value.requires_grad}) "
+                 f"{'moved' if moved else 'did not move'}")
+print("frozen fc1 as saved; bn1 and logits trained")
 PY
 
 launch mse 1 --data_dir "$TMP/regression" --model "$TMP/regression.pt" \

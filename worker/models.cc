@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "torch/nn.h"
+#include "torch/serialize.h"
 #include "worker/max_pool.h"
 
 namespace tern::worker {
@@ -173,6 +174,35 @@ std::vector<std::string> ModelNames() { return {"lenet", "mlp", "cifarnet"}; }
 torch::Tensor Model::ForwardLoss(torch::Tensor x, torch::Tensor targets) {
   // Our invariant: callers ask returns_loss() first.
   TORCH_CHECK(false, description(), " does not compute its own loss");
+}
+
+namespace {
+
+// `module`'s own parameters and buffers, copied to the CPU, and its
+// submodules' in nested archives: what torch::nn::Module::save writes, but
+// readable on a machine without the worker's --device.
+void WriteOnCpu(const torch::nn::Module& module,
+                torch::serialize::OutputArchive& archive) {
+  for (const auto& param : module.named_parameters(/*recurse=*/false)) {
+    archive.write(param.key(), param.value().detach().to(torch::kCPU));
+  }
+  for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
+    archive.write(buffer.key(), buffer.value().to(torch::kCPU),
+                  /*is_buffer=*/true);
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::OutputArchive nested(archive.compilation_unit());
+    WriteOnCpu(*child.value(), nested);
+    archive.write(child.key(), nested);
+  }
+}
+
+}  // namespace
+
+void Model::SaveFile(const std::string& path) const {
+  torch::serialize::OutputArchive archive;
+  WriteOnCpu(*this, archive);
+  archive.save_to(path);
 }
 
 bool IsTorchScriptPath(absl::string_view name) {

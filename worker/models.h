@@ -63,6 +63,12 @@ class Model : public torch::nn::Module {
   virtual std::optional<uint64_t> file_hash() const { return std::nullopt; }
   // How errors name the model: "model lenet", "model /path/m.pt".
   virtual std::string description() const { return "the model"; }
+
+  // Writes the model's parameters and buffers, as float32 on the CPU, to
+  // `path` (worker/model_export.h says what a user loads it with): a
+  // built-in model as libtorch's archive of them, a TorchScript one as a
+  // TorchScript file (its code too). Throws c10::Error when it cannot.
+  virtual void SaveFile(const std::string& path) const;
 };
 
 // "lenet" | "mlp" | "cifarnet" for inputs of shape `input`, or a

@@ -57,10 +57,16 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 // Registers `from`'s own parameters and buffers on `to` and mirrors its
 // submodules, so that to.named_parameters() lists the TorchScript module's
-// parameters under their own dotted names.
+// trainable parameters under their own dotted names. A frozen parameter
+// (requires_grad false) becomes a buffer: PyTorch's optimizers skip it, and
+// so must tern's exchange and optimizer (weight decay would move it).
 void Mirror(const torch::jit::Module& from, torch::nn::Module& to) {
   for (const auto& param : from.named_parameters(/*recurse=*/false)) {
-    to.register_parameter(param.name, param.value, param.value.requires_grad());
+    if (param.value.requires_grad()) {
+      to.register_parameter(param.name, param.value);
+    } else {
+      to.register_buffer(param.name, param.value);
+    }
   }
   for (const auto& buffer : from.named_buffers(/*recurse=*/false)) {
     to.register_buffer(buffer.name, buffer.value);
@@ -102,6 +108,24 @@ class TorchScriptModel : public Model {
   }
 
   std::optional<uint64_t> file_hash() const override { return hash_; }
+
+  // The module with its code, so that torch.jit.load(path) runs it.
+  void SaveFile(const std::string& path) const override {
+    bool on_cpu = true;
+    for (const torch::Tensor& t : module_.parameters()) {
+      on_cpu = on_cpu && t.device().is_cpu();
+    }
+    for (const torch::Tensor& t : module_.buffers()) {
+      on_cpu = on_cpu && t.device().is_cpu();
+    }
+    if (on_cpu) {
+      module_.save(path);
+      return;
+    }
+    torch::jit::Module copy = module_.deepcopy();
+    copy.to(torch::kCPU);
+    copy.save(path);
+  }
   std::string description() const override {
     return absl::StrCat("model ", path_);
   }
@@ -173,6 +197,7 @@ absl::Status CheckParameters(const std::string& path,
                              const torch::jit::Module& module) {
   size_t count = 0;
   for (const auto& param : module.named_parameters(/*recurse=*/true)) {
+    if (!param.value.requires_grad()) continue;  // frozen: not on the wire
     ++count;
     if (param.value.scalar_type() != torch::kFloat32) {
       return absl::InvalidArgumentError(
@@ -184,16 +209,18 @@ absl::Status CheckParameters(const std::string& path,
   if (count == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model ", path,
-        " has no parameters (named_parameters() is empty): tern trains a "
-        "module's parameters"));
+        " has no parameters to train (named_parameters() is empty, or "
+        "every one has requires_grad False): tern trains a module's "
+        "parameters"));
   }
   return absl::OkStatus();
 }
 
+// The trainable parameters' names, in TorchScript's order.
 std::vector<std::string> Names(const torch::jit::Module& module) {
   std::vector<std::string> names;
   for (const auto& param : module.named_parameters(/*recurse=*/true)) {
-    names.push_back(param.name);
+    if (param.value.requires_grad()) names.push_back(param.name);
   }
   return names;
 }

@@ -101,6 +101,23 @@ TEST(TorchScriptModelTest, ParametersAreTheModulesInTheirOrder) {
   EXPECT_FALSE(model->returns_loss());
 }
 
+TEST(TorchScriptModelTest, FrozenParametersAreBuffers) {
+  std::shared_ptr<Model> model =
+      Load(Runfile("examples/tiny_bn_net_frozen.pt"));
+  ASSERT_NE(model, nullptr);
+  absl::StatusOr<ParamBuffer> params = ParamBuffer::Create(*model);
+  ASSERT_TRUE(params.ok()) << params.status();
+  // fc1 (requires_grad False) is neither exchanged nor given to the
+  // optimizer; it moves with the model as a buffer.
+  EXPECT_THAT(params->names(), ElementsAre("bn1.weight", "bn1.bias",
+                                           "logits.weight", "logits.bias"));
+  std::vector<std::string> buffers;
+  for (const auto& b : model->named_buffers()) buffers.push_back(b.key());
+  EXPECT_THAT(buffers,
+              ElementsAre("fc1.weight", "fc1.bias", "bn1.running_mean",
+                          "bn1.running_var", "bn1.num_batches_tracked"));
+}
+
 TEST(TorchScriptModelTest, FileHashIsTheChecksumOfTheBytes) {
   std::shared_ptr<Model> model = Load(TinyBnNet());
   ASSERT_NE(model, nullptr);

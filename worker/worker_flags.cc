@@ -373,6 +373,14 @@ void AddChecksAndOutputFlags(CLI::App* app, WorkerOptions* o) {
        "write the checkpoint every N steps (also after the last step; 0: "
        "only then)")
       ->group("Checks and output");
+  Flag(app, "save_model", &o->save_model,
+       "after the last step, write the trained model to this file: "
+       "--model=PATH.pt as a TorchScript file (torch.jit.load), a built-in "
+       "model as libtorch's archive of its parameters and buffers "
+       "(torch.jit.load(FILE).state_dict()); float32 on the CPU; its "
+       "directory is made if missing (empty: none; tern launch gives it to "
+       "worker 0 only)")
+      ->group("Checks and output");
   Flag(app, "log_level", &o->log_level,
        "trace, debug, info, warn, error, critical or off")
       ->check(flags::LogLevel())

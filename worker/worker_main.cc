@@ -1,10 +1,13 @@
 #include "worker/worker_main.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "ATen/Context.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/metrics/metrics.h"
 #include "common/net/pacing.h"
 #include "common/process/exit_codes.h"
@@ -12,6 +15,7 @@
 #include "worker/client_options.h"
 #include "worker/datasets.h"
 #include "worker/math_threads.h"
+#include "worker/model_export.h"
 #include "worker/models.h"
 #include "worker/ps_client.h"
 #include "worker/step_metrics.h"
@@ -22,8 +26,21 @@
 namespace tern::worker {
 namespace {
 
+absl::Status WriteTrainedModel(const Model& model, const std::string& path,
+                               const Logger& logger) {
+  const absl::Time start = absl::Now();
+  TERN_ASSIGN_OR_RETURN(const uint64_t bytes, SaveModel(model, path));
+  logger->info("trained model written to {} ({:.1f} MiB, {:.2f} s)", path,
+               static_cast<double>(bytes) / (1 << 20),
+               absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
 absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   TERN_RETURN_IF_ERROR(ValidateWorkerOptions(options));
+  if (!options.save_model.empty()) {
+    TERN_RETURN_IF_ERROR(CheckModelPath(options.save_model));
+  }
   TERN_ASSIGN_OR_RETURN(const spdlog::level::level_enum level,
                         ParseLogLevel(options.log_level));
   logger->set_level(level);
@@ -40,6 +57,7 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   at::manual_seed(options.seed);
   TERN_ASSIGN_OR_RETURN(std::shared_ptr<Model> model,
                         MakeModel(options.model, data.train.shape));
+  const std::shared_ptr<const Model> trained = model;
   TERN_ASSIGN_OR_RETURN(
       std::unique_ptr<Trainer> trainer,
       Trainer::Create(options, std::move(model), std::move(data), logger));
@@ -62,9 +80,12 @@ absl::Status Train(const WorkerOptions& options, const Logger& logger) {
   WorkerMetrics live(prometheus->registry(), options.DataSlice(),
                      kernels::CodecName(options.codec),
                      std::string(TrainModeName(options.mode)));
-  const absl::Status trained = trainer->Run(*client, metrics.get(), &live);
+  absl::Status status = trainer->Run(*client, metrics.get(), &live);
+  if (status.ok() && !options.save_model.empty()) {
+    status = WriteTrainedModel(*trained, options.save_model, logger);
+  }
   prometheus->Linger();
-  return trained;
+  return status;
 }
 
 }  // namespace

@@ -143,6 +143,9 @@ struct WorkerOptions {
   // and how often, in steps; one is also written after the last step.
   std::string checkpoint_dir;
   uint64_t checkpoint_every = 100;
+  // After the last step, the trained model to this file (empty: none;
+  // worker/model_export.h).
+  std::string save_model;
   std::string log_level = "info";
   // --metrics_listen, --metrics_linger_s (common/metrics): Prometheus
   // metrics of this worker (worker/worker_metrics.h).
