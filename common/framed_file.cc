@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/replace_file.h"
 
 namespace tern {
 namespace {
@@ -57,34 +58,6 @@ std::string DirectoryOf(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-absl::Status WriteAll(int fd, absl::string_view bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::InternalError(std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-// `bytes` to `tmp`, flushed to disk when `sync`.
-absl::Status WriteTemporary(const std::string& tmp, absl::string_view bytes,
-                            const FramedFileOptions& options) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return SystemError(options.what, "create", tmp);
-  absl::Status status = WriteAll(fd, bytes);
-  if (!status.ok()) status = SystemError(options.what, "write", tmp);
-  // The data must be on disk before the rename makes it the file.
-  if (status.ok() && options.sync && ::fsync(fd) != 0) {
-    status = SystemError(options.what, "flush", tmp);
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = SystemError(options.what, "close", tmp);
-  }
-  return status;
-}
-
 }  // namespace
 
 absl::Status WriteFramedFile(const std::string& path, absl::string_view message,
@@ -98,21 +71,12 @@ absl::Status WriteFramedFile(const std::string& path, absl::string_view message,
   AppendU64(message.size(), &bytes);
   bytes.append(message.data(), message.size());
   AppendU64(ChecksumOf(message), &bytes);
-  const std::string tmp = path + ".tmp";
-  absl::Status status = WriteTemporary(tmp, bytes, options);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = SystemError(options.what, "rename into place", path);
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  if (!options.sync) return absl::OkStatus();
-  // Make the rename itself durable.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
+  ReplaceFileOptions replace;
+  replace.sync = options.sync;
+  const absl::Status replaced = ReplaceFile(path, bytes, replace);
+  if (!replaced.ok()) {
+    return absl::InternalError(
+        absl::StrCat(options.what, ": ", replaced.message()));
   }
   return absl::OkStatus();
 }

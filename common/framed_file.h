@@ -5,9 +5,9 @@
 //   magic (8 bytes) | length (u64, little-endian) | message | XXH3-64 of
 //   the message (u64, little-endian)
 //
-// Written to `path`.tmp and renamed over `path`, so that `path` holds the
-// old or the new bytes whatever happens; read back with every check a file
-// from disk needs (magic, length, checksum).
+// Written to `path`.tmp and renamed over `path` (common/replace_file.h), so
+// that `path` holds the old or the new bytes whatever happens; read back with
+// every check a file from disk needs (magic, length, checksum).
 #ifndef TERN_COMMON_FRAMED_FILE_H_
 #define TERN_COMMON_FRAMED_FILE_H_
 

@@ -1,25 +1,16 @@
 #include "worker/model_export.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/replace_file.h"
 
 namespace tern::worker {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TmpPathOf(const std::string& path) {
-  return absl::StrCat(path, ".tmp");
-}
 
 // The first line of a libtorch error; what() goes on with a backtrace.
 std::string FirstLine(const std::exception& e) {
@@ -27,18 +18,10 @@ std::string FirstLine(const std::exception& e) {
   return text.substr(0, text.find('\n'));
 }
 
-// Flushes `path`'s bytes to the disk, so that the rename after it cannot
-// leave an empty file behind a machine crash.
-absl::Status SyncFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    return absl::InternalError(
-        absl::StrCat("--save_model: cannot sync ", path, ": ", reason));
-  }
-  ::close(fd);
-  return absl::OkStatus();
+ReplaceFileOptions Synced() {
+  ReplaceFileOptions options;
+  options.sync = true;
+  return options;
 }
 
 }  // namespace
@@ -59,40 +42,33 @@ absl::Status CheckModelPath(const std::string& path) {
         absl::StrCat("--save_model ", path, ": cannot make its directory ",
                      parent.string(), ": ", ec.message()));
   }
-  // A trial write of the file the model will go to first.
-  const std::string tmp = TmpPathOf(path);
-  std::ofstream trial(tmp, std::ios::binary | std::ios::trunc);
-  if (!trial.is_open()) {
-    return absl::InvalidArgumentError(absl::StrCat("--save_model ", path,
-                                                   ": cannot write ", tmp, ": ",
-                                                   std::strerror(errno)));
+  if (absl::Status status = CheckReplaceable(path, Synced()); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--save_model ", path, ": ", status.message()));
   }
-  trial.close();
-  fs::remove(tmp, ec);
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> SaveModel(const Model& model,
                                    const std::string& path) {
-  const std::string tmp = TmpPathOf(path);
-  try {
-    model.SaveFile(tmp);
-  } catch (const std::exception& e) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    return absl::InternalError(absl::StrCat("--save_model: cannot write ",
-                                            model.description(), " to ", tmp,
-                                            ": ", FirstLine(e)));
+  const auto write = [&model](const std::string& temporary) {
+    try {
+      model.SaveFile(temporary);
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("cannot write ",
+                                              model.description(), " to ",
+                                              temporary, ": ", FirstLine(e)));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status status = ReplaceFileBy(path, write, Synced());
+      !status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("--save_model: ", status.message()));
   }
-  if (absl::Status synced = SyncFile(tmp); !synced.ok()) return synced;
   std::error_code ec;
-  const uint64_t bytes = fs::file_size(tmp, ec);
-  if (!ec) fs::rename(tmp, path, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("--save_model: cannot move ", tmp,
-                                            " to ", path, ": ", ec.message()));
-  }
-  return bytes;
+  const uint64_t bytes = fs::file_size(path, ec);
+  return ec ? 0 : bytes;
 }
 
 }  // namespace tern::worker

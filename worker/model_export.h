@@ -10,8 +10,8 @@
 //                     torch::load(model, PATH) in C++.
 //
 // Tensors are float32 on the CPU, whatever --device trained them. The file is
-// written to PATH.tmp, synced and renamed over PATH, so PATH holds a whole
-// model or what was there before.
+// written to PATH.tmp, synced and renamed over PATH (common/replace_file.h),
+// so PATH holds a whole model or what was there before.
 #ifndef TERN_WORKER_MODEL_EXPORT_H_
 #define TERN_WORKER_MODEL_EXPORT_H_
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -122,6 +123,25 @@ TEST(CheckModelPathTest, RefusesWhatCannotTakeTheFile) {
   EXPECT_THAT(status.message(), HasSubstr("cannot make its directory"));
 
   EXPECT_TRUE(absl::IsInvalidArgument(CheckModelPath("")));
+}
+
+TEST(SaveModelTest, ALinkAtTheTemporaryNameIsNotFollowed) {
+  const std::string target = TmpDir() + "/precious";
+  std::ofstream(target) << "keep";
+  const std::string path = TmpDir() + "/linked.pt";
+  std::filesystem::create_symlink(target, path + ".tmp");
+  absl::Status status = CheckModelPath(path);
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_THAT(status.message(), HasSubstr(path + ".tmp"));
+  // Planted again after the check (which removed it), it fails the save.
+  std::filesystem::create_symlink(target, path + ".tmp");
+  torch::manual_seed(1);
+  EXPECT_FALSE(SaveModel(*Make("mlp"), path).ok());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::ifstream in(target);
+  std::string kept;
+  in >> kept;
+  EXPECT_EQ(kept, "keep");
 }
 
 TEST(CheckModelPathTest, MakesTheDirectoryAndLeavesNoFile) {
