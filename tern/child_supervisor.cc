@@ -48,8 +48,9 @@ std::optional<size_t> ChildSupervisor::Spawn(std::string name, std::string path,
   spec.path = std::move(path);
   spec.argv = std::move(argv);
   // The children get their whole configuration as flags; a cluster spec
-  // in the environment would only contradict it.
-  spec.unset_env = {"TERN_CLUSTER_SPEC"};
+  // in the environment would only contradict it, and a --save_model there
+  // would have every worker write the one file launch gives worker 0.
+  spec.unset_env = {"TERN_CLUSTER_SPEC", "TERN_SAVE_MODEL"};
   spec.log_path = LogOf(spec.name);
   absl::StatusOr<size_t> index = group_->Spawn(spec);
   if (!index.ok()) {

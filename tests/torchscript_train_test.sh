@@ -96,9 +96,16 @@ if len(set(checksums)) != 1:
 PY
 }
 
-launch classify 2 --data_dir "$DATA" --model "$TMP/tiny.pt" --steps 60 \
-  --lr 0.05 --save_model "$TMP/trained/tiny.pt"
+# Given in the environment, as a user may: launch passes it to worker 0
+# alone, as a flag, and no other worker sees it.
+TERN_SAVE_MODEL="$TMP/trained/tiny.pt" launch classify 2 --data_dir "$DATA" \
+  --model "$TMP/tiny.pt" --steps 60 --lr 0.05
 check classify 2 60
+grep -q "trained model written to $TMP/trained/tiny.pt" \
+  "$TMP/classify/worker-0.log" || fail "worker 0 did not write the model"
+if grep -q "trained model written" "$TMP/classify/worker-1.log"; then
+  fail "worker 1 wrote a model too"
+fi
 # The trained model as PyTorch loads it: it is worker 0's final model (the
 # same test accuracy as tern's final evaluation) and no longer the file it
 # started from.
