@@ -71,8 +71,13 @@ class Worker:
         self._exchange = None
 
     def attach(self, named_parameters):
-        """Takes the model's parameters (the ParamSpec, in this order)."""
-        params = [(name, p) for name, p in named_parameters]
+        """Takes the model's parameters (the ParamSpec, in this order).
+
+        Frozen ones (requires_grad False) are left out, as `tern worker`
+        leaves them: not exchanged, not broadcast, never given a gradient,
+        so the wrapped optimizer skips them as PyTorch's do.
+        """
+        params = [(name, p) for name, p in named_parameters if p.requires_grad]
         if self._params is not None:
             # The same storage: a scripted module's parameters may come
             # back as new Python objects.
