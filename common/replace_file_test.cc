@@ -4,13 +4,13 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,18 +19,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string TmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp == nullptr ? "/tmp" : tmp;
-}
-
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(ReplaceFileTest, NewBytesReplaceTheOld) {
-  const std::string path = TmpDir() + "/file";
+  const std::string path = FreshTestDir() + "/file";
   for (const bool sync : {false, true}) {
     ReplaceFileOptions options;
     options.sync = sync;
@@ -42,7 +37,7 @@ TEST(ReplaceFileTest, NewBytesReplaceTheOld) {
 }
 
 TEST(ReplaceFileTest, AWriterThatFailsLeavesTheFileAsItWas) {
-  const std::string path = TmpDir() + "/kept";
+  const std::string path = FreshTestDir() + "/kept";
   ASSERT_TRUE(ReplaceFile(path, "old", {}).ok());
   ReplaceFileOptions options;
   options.per_process_temporary = true;
@@ -63,9 +58,10 @@ TEST(ReplaceFileTest, AWriterThatFailsLeavesTheFileAsItWas) {
 }
 
 TEST(ReplaceFileTest, ALinkAtTheTemporaryNameIsRefusedAndRemoved) {
-  const std::string target = TmpDir() + "/precious";
+  const std::string dir = FreshTestDir();
+  const std::string target = dir + "/precious";
   std::ofstream(target) << "keep";
-  const std::string path = TmpDir() + "/replaced";
+  const std::string path = dir + "/replaced";
   std::filesystem::create_symlink(target, path + ".tmp");
   absl::Status status = ReplaceFile(path, "new", {});
   EXPECT_TRUE(absl::IsInternal(status)) << status;
@@ -86,7 +82,7 @@ TEST(ReplaceFileTest, ALinkAtTheTemporaryNameIsRefusedAndRemoved) {
 }
 
 TEST(ReplaceFileTest, AMissingDirectoryIsNamed) {
-  const std::string path = TmpDir() + "/no/such/dir/file";
+  const std::string path = FreshTestDir() + "/no/such/dir/file";
   const absl::Status status = ReplaceFile(path, "x", {});
   EXPECT_THAT(status.message(), HasSubstr(path + ".tmp"));
   EXPECT_THAT(status.message(), HasSubstr("No such file or directory"));

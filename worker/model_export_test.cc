@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "common/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torch/script.h"
@@ -19,11 +20,6 @@ namespace tern::worker {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp == nullptr ? "/tmp" : tmp;
-}
 
 std::shared_ptr<Model> Make(const std::string& name) {
   InputShape shape{1, 8, 8, 4};
@@ -43,7 +39,7 @@ TEST(SaveModelTest, ABuiltInModelLoadsBackUnderItsParameterNames) {
   torch::manual_seed(1);
   std::shared_ptr<Model> trained = Make("lenet");
   Perturb(*trained);
-  const std::string path = TmpDir() + "/out/lenet.pt";
+  const std::string path = FreshTestDir() + "/out/lenet.pt";
   ASSERT_TRUE(CheckModelPath(path).ok());
   absl::StatusOr<uint64_t> bytes = SaveModel(*trained, path);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -71,7 +67,7 @@ TEST(SaveModelTest, ATorchScriptModelKeepsItsCodeAndTheTrainedValues) {
   std::shared_ptr<Model> trained = Make(source);
   Perturb(*trained);
   trained->eval();
-  const std::string path = TmpDir() + "/tiny_trained.pt";
+  const std::string path = FreshTestDir() + "/tiny_trained.pt";
   ASSERT_TRUE(SaveModel(*trained, path).ok());
 
   torch::jit::Module loaded = torch::jit::load(path);
@@ -94,7 +90,7 @@ TEST(SaveModelTest, ATorchScriptModelKeepsItsCodeAndTheTrainedValues) {
 TEST(SaveModelTest, AReplacedFileIsWhole) {
   torch::manual_seed(1);
   std::shared_ptr<Model> model = Make("mlp");
-  const std::string path = TmpDir() + "/twice.pt";
+  const std::string path = FreshTestDir() + "/twice.pt";
   ASSERT_TRUE(SaveModel(*model, path).ok());
   Perturb(*model);
   ASSERT_TRUE(SaveModel(*model, path).ok());
@@ -108,7 +104,8 @@ TEST(SaveModelTest, AReplacedFileIsWhole) {
 }
 
 TEST(CheckModelPathTest, RefusesWhatCannotTakeTheFile) {
-  const std::string dir = TmpDir() + "/a_dir";
+  const std::string tmp = FreshTestDir();
+  const std::string dir = tmp + "/a_dir";
   std::filesystem::create_directories(dir);
   absl::Status status = CheckModelPath(dir);
   EXPECT_TRUE(absl::IsInvalidArgument(status));
@@ -116,7 +113,7 @@ TEST(CheckModelPathTest, RefusesWhatCannotTakeTheFile) {
   EXPECT_THAT(status.message(), HasSubstr(dir + "/model.pt"));
 
   // A file where its directory would be.
-  const std::string file = TmpDir() + "/a_file";
+  const std::string file = tmp + "/a_file";
   std::ofstream(file) << "x";
   status = CheckModelPath(file + "/model.pt");
   EXPECT_TRUE(absl::IsInvalidArgument(status));
@@ -126,9 +123,10 @@ TEST(CheckModelPathTest, RefusesWhatCannotTakeTheFile) {
 }
 
 TEST(SaveModelTest, ALinkAtTheTemporaryNameIsNotFollowed) {
-  const std::string target = TmpDir() + "/precious";
+  const std::string tmp = FreshTestDir();
+  const std::string target = tmp + "/precious";
   std::ofstream(target) << "keep";
-  const std::string path = TmpDir() + "/linked.pt";
+  const std::string path = tmp + "/linked.pt";
   std::filesystem::create_symlink(target, path + ".tmp");
   absl::Status status = CheckModelPath(path);
   EXPECT_TRUE(absl::IsInvalidArgument(status));
@@ -145,9 +143,10 @@ TEST(SaveModelTest, ALinkAtTheTemporaryNameIsNotFollowed) {
 }
 
 TEST(CheckModelPathTest, MakesTheDirectoryAndLeavesNoFile) {
-  const std::string path = TmpDir() + "/new/dir/model.pt";
+  const std::string tmp = FreshTestDir();
+  const std::string path = tmp + "/new/dir/model.pt";
   ASSERT_TRUE(CheckModelPath(path).ok());
-  EXPECT_TRUE(std::filesystem::is_directory(TmpDir() + "/new/dir"));
+  EXPECT_TRUE(std::filesystem::is_directory(tmp + "/new/dir"));
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
